@@ -1,0 +1,230 @@
+"""Methods as data: one validated record of switches, and a named preset for every row the paper reports.
+
+A paper row (GRPO, GRAFT, HACPO, SGT, archive replay, each ablation of Table 2) is a ``Method`` value, never a
+copy of the training loop: the loop reads these switches. Adding an ablation means adding a preset here or a
+``methods:`` entry in the YAML config (``{base: graft, delta: 0.85}``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from graft.errors import ConfigError
+from graft.typed_config import from_dict
+
+
+@dataclass(frozen=True)
+class Method:
+    """The switches that define a training method (DESIGN.md section 2, last paragraph)."""
+
+    n: int = 8
+    """Responses sampled per prompt and model (GRPO n = 8, 16, 32 in the paper)."""
+
+    peer: Literal["none", "live", "archive"] = "none"
+    """Where peer trajectories come from: none (plain GRPO), a co-trained model, or a stored GRPO run."""
+
+    select: Literal["none", "complementary", "any_success", "all", "random_prompts"] = "none"
+    """Which prompts transfer. complementary: Eq. 4 (receiver 0/n, source 1..n-1); any_success: SGT's rule
+    (receiver 0/n, source >= 1); all: every prompt (HACPO); random_prompts: as many prompts as the
+    complementary rule selects in that direction, drawn uniformly from the batch (Appendix G)."""
+
+    balanced: bool = False
+    """Balanced exchange (Section 4.1): keep the top m = min(|C_AB|, |C_BA|) per direction, with ties.
+    Needs a live peer; with random_prompts it sets the count to match."""
+
+    transfer: Literal["group", "success_only", "one_success"] = "group"
+    """What the peer sends for a selected prompt: its whole group; only its correct responses (advantages
+    still from the full group); or one correct response drawn uniformly (SGT)."""
+
+    keep_own: bool = False
+    """Keep the receiver's own group beside the peer's (pooled, HACPO, SGT) instead of replacing it
+    (GRAFT)."""
+
+    advantage: Literal["source", "pooled", "hacpo"] = "source"
+    """Peer-response advantages: as the source computed them on its own group (GRAFT), renormalised over the
+    own n + peer n rewards (Eq. 12), or HACPO's capability-weighted estimate."""
+
+    gate: Literal["compat", "none"] = "compat"
+    """compat: weight w = 1[s > delta] min(s, cap) (Eq. 8); none: w = 1 for every peer response."""
+
+    delta: float = 0.8
+    """Compatibility floor; responses with s <= delta are dropped. 0 admits all (the "w/o floor" ablation)."""
+
+    cap: float = 1.0
+    """Upper bound on the compatibility weight."""
+
+    admission: Literal["floor", "random"] = "floor"
+    """floor: admit s > delta; random: admit as many as pass the floor, drawn uniformly, with weight
+    min(s, cap) (Eq. 11)."""
+
+    ratio: Literal["token", "sequence"] = "token"
+    """Importance ratio of Eq. 10: per token (Eq. 9) or one length-normalised ratio per response."""
+
+    order: Literal["peer_last", "peer_first", "uniform"] = "peer_last"
+    """Where minibatches holding grafted groups go in every epoch; uniform shuffles the minibatch order."""
+
+    update: Literal["clipped", "luffy", "hacpo", "nll"] = "clipped"
+    """Update rule for peer responses: Eq. 10's clipped token ratio; LUFFY's f(pi) a with no clip; HACPO's
+    sequence-level rule; or SGT's auxiliary NLL on the transferred correct response."""
+
+    eps_low: float = 0.2
+    """Lower PPO clip range of Eq. 10."""
+
+    eps_high: float = 0.28
+    """Upper PPO clip range of Eq. 10 (DAPO's clip-higher)."""
+
+    minibatches: int | None = None
+    """Optimizer updates per step; None takes the run config's value (4 minibatches of 32 prompts in the
+    paper). HACPO used 64-prompt minibatches, i.e. 2."""
+
+    nll_coef: float = 0.1
+    """SGT's lambda: weight of the NLL term added to the GRPO loss."""
+
+    luffy_gamma: float = 0.1
+    """gamma of LUFFY's shaping f(x) = x / (x + gamma)."""
+
+    kl_coef: float = 0.0
+    """Low-variance KL to the initial policy on own samples (HACPO: 1e-3; GRAFT and GRPO: none)."""
+
+    hacpo_clip_low: float = 3e-4
+    """HACPO's own-sample sequence ratio clip, lower delta."""
+
+    hacpo_clip_high: float = 4e-4
+    """HACPO's own-sample sequence ratio clip, upper delta."""
+
+    hacpo_cross_delta: float = 0.2
+    """HACPO's peer ratio lower bound starts at 1 - this."""
+
+    hacpo_cross_step: float = 0.025
+    """HACPO's peer ratio lower bound rises by this per minibatch update within a step."""
+
+    hacpo_window: int = 5
+    """Steps over which HACPO's capability P_k averages the mean reward."""
+
+    def __post_init__(self) -> None:
+        _check_method(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _fail(field_name: str, message: str) -> None:
+    raise ConfigError(f"method.{field_name}: {message}")
+
+
+def _check_method(m: Method) -> None:
+    """Ranges and the combinations the loop cannot run, each refused with one line."""
+    if m.n < 2:
+        _fail("n", f"{m.n} is not allowed; expected an integer >= 2 (a group needs two responses)")
+    if not 0.0 <= m.delta < 1.0:
+        _fail("delta", f"{m.delta} is not allowed; expected 0 <= delta < 1")
+    if not m.cap > 0.0:
+        _fail("cap", f"{m.cap} is not allowed; expected cap > 0")
+    if not 0.0 < m.eps_low < 1.0:
+        _fail("eps_low", f"{m.eps_low} is not allowed; expected 0 < eps_low < 1")
+    if not m.eps_high > 0.0:
+        _fail("eps_high", f"{m.eps_high} is not allowed; expected eps_high > 0")
+    if m.minibatches is not None and m.minibatches < 1:
+        _fail("minibatches", f"{m.minibatches} is not allowed; expected an integer >= 1 or null")
+    for name in ("nll_coef", "luffy_gamma", "kl_coef", "hacpo_clip_low", "hacpo_clip_high"):
+        if getattr(m, name) < 0:
+            _fail(name, f"{getattr(m, name)} is not allowed; expected a value >= 0")
+    if m.luffy_gamma == 0:
+        _fail("luffy_gamma", "0 is not allowed; expected gamma > 0")
+    if m.hacpo_window < 1:
+        _fail("hacpo_window", f"{m.hacpo_window} is not allowed; expected an integer >= 1")
+    if (m.peer == "none") != (m.select == "none"):
+        _fail("select", f"{m.select!r} with peer {m.peer!r}: a peer and a selection rule go together")
+    if m.balanced and m.peer == "archive":
+        _fail("balanced", "true is not allowed with peer 'archive': replay is one-way, so balancing is off")
+    if m.balanced and m.select not in ("complementary", "any_success", "random_prompts"):
+        _fail("balanced", f"true needs select complementary, any_success or random_prompts, not {m.select!r}")
+    if (m.update == "hacpo") != (m.advantage == "hacpo"):
+        _fail("update", "'hacpo' and advantage 'hacpo' go together")
+    if (m.update == "nll") != (m.transfer == "one_success"):
+        _fail("update", "'nll' and transfer 'one_success' go together")
+    if m.advantage in ("pooled", "hacpo") and not m.keep_own:
+        _fail("keep_own", f"false is not allowed with advantage {m.advantage!r}: it pools the own group")
+    if m.update == "nll" and not m.keep_own:
+        _fail("keep_own", "false is not allowed with update 'nll': SGT adds its term to the own GRPO loss")
+    if m.admission == "random" and m.gate != "compat":
+        _fail("admission", "'random' needs gate 'compat': the floor sets the admission count")
+
+
+class Preset(NamedTuple):
+    method: Method
+    label: str
+    """How reports name the row."""
+    table: str
+    """Where the paper reports it: "1" (main table), "2a", "2b", "F" (delta sweep), "stored"."""
+
+
+_GRAFT = Method(peer="live", select="complementary", balanced=True)
+_HACPO_UPDATE: dict[str, Any] = dict(
+    keep_own=True, advantage="hacpo", update="hacpo", gate="none", kl_coef=1e-3, minibatches=2
+)
+_SGT_UPDATE: dict[str, Any] = dict(transfer="one_success", keep_own=True, update="nll", gate="none")
+
+
+def _graft(**changes: Any) -> Method:
+    return dataclasses.replace(_GRAFT, **changes)
+
+
+PRESETS: dict[str, Preset] = {
+    "grpo_n8": Preset(Method(n=8), "GRPO (n=8)", "1"),
+    "grpo_n16": Preset(Method(n=16), "GRPO (n=16)", "1"),
+    "grpo_n32": Preset(Method(n=32), "GRPO (n=32)", "1"),
+    "graft": Preset(_GRAFT, "GRAFT", "1"),
+    "hacpo": Preset(Method(peer="live", select="all", **_HACPO_UPDATE), "HACPO", "1"),
+    "sgt": Preset(Method(peer="live", select="any_success", **_SGT_UPDATE), "SGT", "1"),
+    "replay": Preset(_graft(peer="archive", balanced=False), "GRAFT (stored trajectories)", "stored"),
+    # Table 2a: remove or randomise one component.
+    "graft_no_gate": Preset(_graft(gate="none"), "w/o compat. gate", "2a"),
+    "graft_no_floor": Preset(_graft(delta=0.0), "w/o compat. floor", "2a"),
+    "graft_unbalanced": Preset(_graft(balanced=False), "w/o balancing", "2a"),
+    "graft_seq_ratio": Preset(_graft(ratio="sequence"), "w/o token ratio", "2a"),
+    "graft_random_prompts": Preset(_graft(select="random_prompts"), "random prompts", "2a"),
+    "graft_random_admission": Preset(_graft(admission="random"), "random admission", "2a"),
+    "graft_peer_first": Preset(_graft(order="peer_first"), "peer first", "2a"),
+    "graft_uniform": Preset(_graft(order="uniform"), "peer uniform", "2a"),
+    # Appendix F: the floor sweep.
+    "graft_delta07": Preset(_graft(delta=0.7), "delta = 0.7", "F"),
+    "graft_delta09": Preset(_graft(delta=0.9), "delta = 0.9", "F"),
+    # Table 2b: alternative transfer and update rules on GRAFT's selection.
+    "graft_pooled": Preset(_graft(keep_own=True, advantage="pooled"), "pooled groups", "2b"),
+    "graft_success_only": Preset(_graft(transfer="success_only"), "success-only", "2b"),
+    "graft_success_only_no_floor": Preset(
+        _graft(transfer="success_only", delta=0.0), "success-only w/o floor", "2b"
+    ),
+    "graft_hacpo_update": Preset(_graft(**_HACPO_UPDATE), "HACPO update", "2b"),
+    "graft_sgt_update": Preset(_graft(**_SGT_UPDATE), "SFT update (SGT)", "2b"),
+    "graft_luffy_update": Preset(_graft(update="luffy", gate="none"), "LUFFY update", "2b"),
+}
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def get_method(name: str, custom: dict[str, Any] | None = None) -> Method:
+    """The Method for a preset name, or for a user preset defined in the config's ``methods:`` mapping.
+
+    A user preset is ``{base: <preset>, <switch>: <value>, ...}``. Unknown names and bad values raise one
+    ConfigError line naming what is allowed.
+    """
+    custom = custom or {}
+    if name in PRESETS:
+        return PRESETS[name].method
+    if name in custom:
+        spec = custom[name]
+        if not isinstance(spec, dict) or "base" not in spec:
+            raise ConfigError(f"methods.{name}: expected a mapping with a 'base' preset and switch overrides")
+        base = spec["base"]
+        if base not in PRESETS:
+            raise ConfigError(f"methods.{name}.base: unknown preset {base!r}; allowed: {', '.join(PRESETS)}")
+        merged = {**PRESETS[base].method.to_dict(), **{k: v for k, v in spec.items() if k != "base"}}
+        return from_dict(Method, merged, f"methods.{name}")
+    allowed = ", ".join([*PRESETS, *custom])
+    raise ConfigError(f"unknown method preset {name!r}; allowed: {allowed}")
