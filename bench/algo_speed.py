@@ -50,9 +50,7 @@ def cases(g: torch.Generator):
 
     def selection():
         k_a, k_b = success_counts(rewards), success_counts(rewards_b)
-        return balanced_selection(
-            exchange_candidates(k_b, k_a, 8), k_a, exchange_candidates(k_a, k_b, 8), k_b
-        )
+        return balanced_selection(exchange_candidates(k_b, k_a, 8), k_a, exchange_candidates(k_a, k_b, 8), k_b)
 
     yield "group_advantages [1024 x 8]", lambda: group_advantages(rewards)
     yield "candidates + balanced_selection [1024 x 8]", selection

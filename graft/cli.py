@@ -8,22 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from graft.config import read_yaml
 from graft.errors import ConfigError
 from graft.methods import PRESETS, get_method
-
-
-def _load_yaml(path: Path) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"--config: no such file {str(path)!r}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"--config: {str(path)!r} is not valid YAML{where}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config: {str(path)!r} must hold a mapping of settings")
-    return data
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -34,7 +21,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
-    custom = (_load_yaml(args.config).get("methods") or {}) if args.config else {}
+    custom = (read_yaml(args.config).get("methods") or {}) if args.config else {}
     if args.name:
         method = get_method(args.name, custom)
         print(yaml.safe_dump({args.name: method.to_dict()}, sort_keys=False), end="")
@@ -51,6 +38,29 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from graft.config import load_config
+    from graft.trainer import Trainer, TrainRequest
+
+    config = load_config(args.config)
+    request = TrainRequest(
+        config=config,
+        method=get_method(args.method, config.methods),
+        models=[m.strip() for m in args.models.split(",") if m.strip()],
+        seed=args.seed,
+        out=args.out,
+        steps=args.steps if args.steps is not None else config.train.steps,
+        peer_archive=args.peer_archive,
+        resume=args.resume,
+    )
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    Trainer(request).run(log=lambda line: print(line, file=sys.stderr, flush=True))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graft", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -59,6 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     methods.add_argument("--config", type=Path, help="workflow config whose 'methods:' adds user presets")
     methods.add_argument("--out", type=Path, help="write every resolved preset to this YAML file")
     methods.set_defaults(func=_cmd_methods)
+
+    train = sub.add_parser("train", help="GRPO, co-training or archive replay of one cell")
+    train.add_argument("--config", type=Path, required=True, help="the workflow's YAML config")
+    train.add_argument("--method", required=True, help="a method preset (graft methods lists them)")
+    train.add_argument("--models", required=True, help="A for one model, A,B for a co-trained pair")
+    train.add_argument("--seed", type=int, required=True)
+    train.add_argument("--out", type=Path, required=True, help="run directory: metrics, trajectories, checkpoints")
+    train.add_argument("--steps", type=int, help="override train.steps")
+    train.add_argument("--peer-archive", type=Path, help="trajectory directory of the peer's GRPO run (replay)")
+    train.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
+    train.add_argument("--threads", type=int, help="torch CPU threads")
+    train.set_defaults(func=_cmd_train)
     return parser
 
 

@@ -195,9 +195,7 @@ PRESETS: dict[str, Preset] = {
     # Table 2b: alternative transfer and update rules on GRAFT's selection.
     "graft_pooled": Preset(_graft(keep_own=True, advantage="pooled"), "pooled groups", "2b"),
     "graft_success_only": Preset(_graft(transfer="success_only"), "success-only", "2b"),
-    "graft_success_only_no_floor": Preset(
-        _graft(transfer="success_only", delta=0.0), "success-only w/o floor", "2b"
-    ),
+    "graft_success_only_no_floor": Preset(_graft(transfer="success_only", delta=0.0), "success-only w/o floor", "2b"),
     "graft_hacpo_update": Preset(_graft(**_HACPO_UPDATE), "HACPO update", "2b"),
     "graft_sgt_update": Preset(_graft(**_SGT_UPDATE), "SFT update (SGT)", "2b"),
     "graft_luffy_update": Preset(_graft(update="luffy", gate="none"), "LUFFY update", "2b"),

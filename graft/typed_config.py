@@ -1,8 +1,8 @@
 """Build frozen dataclasses from plain dicts (parsed YAML), validating every field once.
 
-Supported field types: bool, int, float, str, ``Literal[...]`` and ``X | None`` of these. Unknown keys,
-wrong types and values outside a Literal are refused with one ConfigError line that names the field and
-what it accepts.
+Supported field types: bool, int, float, str, ``Literal[...]``, nested dataclasses, ``list[X]``,
+``dict[str, X]`` and ``X | None`` of these. Unknown keys, wrong types and values outside a Literal are refused
+with one ConfigError line that names the field and what it accepts.
 """
 
 from __future__ import annotations
@@ -32,11 +32,25 @@ def _is_optional(tp: Any) -> bool:
 
 def coerce(value: Any, tp: Any, where: str) -> Any:
     """Return ``value`` checked against ``tp``; ints are accepted where floats are expected."""
+    if tp is Any:
+        return value
     if _is_optional(tp):
         if value is None:
             return None
         inner = next(a for a in get_args(tp) if a is not type(None))
         return coerce(value, inner, where)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, where)
+    if get_origin(tp) is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        (item,) = get_args(tp)
+        return [coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if get_origin(tp) is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        _, item = get_args(tp)
+        return {str(k): coerce(v, item, f"{where}.{k}") for k, v in value.items()}
     if get_origin(tp) is Literal:
         if value in get_args(tp) and type(value) in {type(a) for a in get_args(tp)}:
             return value
@@ -72,9 +86,7 @@ def from_dict(cls: type[T], data: Any, where: str) -> T:
     missing = [
         name
         for name, f in fields.items()
-        if name not in kwargs
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if missing:
         raise ConfigError(f"{where}: missing required field {missing[0]!r}")

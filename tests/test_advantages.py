@@ -30,9 +30,7 @@ def test_single_response_group_is_zero():
 def test_eps_is_used():
     adv = group_advantages(torch.tensor([[1.0, 0.0]], dtype=torch.float64), eps=0.5)
     std = math.sqrt(0.5)
-    torch.testing.assert_close(
-        adv, torch.tensor([[0.5 / (std + 0.5), -0.5 / (std + 0.5)]], dtype=torch.float64)
-    )
+    torch.testing.assert_close(adv, torch.tensor([[0.5 / (std + 0.5), -0.5 / (std + 0.5)]], dtype=torch.float64))
 
 
 def test_success_counts():
@@ -44,9 +42,7 @@ groups = st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=2, max_size=16)
 
 @given(
     st.integers(2, 32).flatmap(
-        lambda n: st.lists(
-            st.lists(st.sampled_from([0.0, 1.0]), min_size=n, max_size=n), min_size=1, max_size=8
-        )
+        lambda n: st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=n, max_size=n), min_size=1, max_size=8)
     )
 )
 def test_mixed_groups_sum_to_zero_and_have_unit_std(rows):

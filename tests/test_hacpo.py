@@ -86,9 +86,7 @@ def test_peer_objective_clip_and_stop_gradient():
     obj.sum().backward()
     assert (low.grad == 0).all()
     inside = torch.full((1, 2), -0.1, dtype=F64, requires_grad=True)
-    obj = hacpo_peer_objective(
-        inside, mask, torch.zeros(1, dtype=F64), torch.tensor([2.0], dtype=F64), 0.5, 0.8
-    )
+    obj = hacpo_peer_objective(inside, mask, torch.zeros(1, dtype=F64), torch.tensor([2.0], dtype=F64), 0.5, 0.8)
     s = math.exp(-0.1)
     torch.testing.assert_close(obj, torch.tensor([s * s * 0.5 * 2.0], dtype=F64))
     obj.sum().backward()

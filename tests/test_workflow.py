@@ -23,9 +23,7 @@ def tool(name):
     if not path.exists():
         found = shutil.which(name)
         if found is None:
-            pytest.fail(
-                f"{name} is not installed; install the test extras: pip install -e '.[test,workflow]'"
-            )
+            pytest.fail(f"{name} is not installed; install the test extras: pip install -e '.[test,workflow]'")
         path = Path(found)
     return path
 

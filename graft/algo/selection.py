@@ -89,9 +89,7 @@ def random_prompt_selection(count: int, num_prompts: int, generator: torch.Gener
     return mask
 
 
-def sample_one_success(
-    rewards: torch.Tensor, select: torch.Tensor, generator: torch.Generator
-) -> torch.Tensor:
+def sample_one_success(rewards: torch.Tensor, select: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """SGT's transfer: one correct source response drawn uniformly per selected prompt.
 
     Args:

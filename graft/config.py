@@ -1,0 +1,156 @@
+"""The run configuration: one YAML file drives the workflow and every ``graft`` command.
+
+Loaded with ``yaml.safe_load`` into frozen dataclasses and validated once, before any compute; a bad field is
+refused with one line that names it and what it accepts (exit code 2 on the command line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from graft.errors import ConfigError
+from graft.typed_config import from_dict
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One policy: a local Hugging Face ``from_pretrained`` directory and how prompts are formatted for it."""
+
+    path: str
+    """Directory with config.json, model.safetensors and the tokenizer files."""
+
+    template: str = "{problem}"
+    """Prompt template with a ``{problem}`` slot, applied identically to own prompts and when re-tokenizing
+    a peer's response; "chat" uses the tokenizer's chat template with one user message."""
+
+    hub_id: str | None = None
+    """Hugging Face id the models stage snapshots into ``path`` (paper config); None for built models."""
+
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Parameter dtype for training and rollout."""
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where the prompts come from. Each file is JSON Lines with ``id``, ``problem`` and ``answer``."""
+
+    train: str
+    """Training prompts."""
+
+    validation: str | None = None
+    """Validation prompts (checkpoint selection disjoint from the test benchmarks)."""
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Optimisation and rollout settings shared by every method (paper Table 3 for the paper config)."""
+
+    steps: int
+    """Training steps."""
+
+    prompts_per_step: int
+    """Prompts in a step's batch, the same for every model of a run (128 in the paper)."""
+
+    minibatches: int = 4
+    """Optimizer updates per step (4 minibatches of 32 prompts in the paper); a preset may override."""
+
+    lr: float = 1e-6
+    """AdamW learning rate, constant."""
+
+    beta1: float = 0.9
+    beta2: float = 0.999
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    """Maximum gradient norm."""
+
+    max_prompt_tokens: int = 2048
+    max_response_tokens: int = 4096
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    checkpoint_every: int = 5
+    """Save model, optimizer, sampler position and RNG states every this many steps (and at the end)."""
+
+    micro_batch: int = 64
+    """Responses per forward pass; gradients are accumulated, so this changes memory, not the optimisation."""
+
+    rollout_batch: int = 256
+    """Sequences per generate call."""
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    kind: Literal["toy", "math"] = "math"
+    """toy: exact integer match of the last \\boxed{}; math: math-verify on the final boxed answer."""
+
+    timeout: float = 5.0
+    """Hard per-item grading timeout in seconds; a timeout scores 0."""
+
+    workers: int = 2
+    """Grading processes (math only; the toy grader runs in-process)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    results: str
+    """Directory that receives every output of this configuration."""
+
+    models: dict[str, ModelSpec]
+    data: DataSpec
+    train: TrainSpec
+    reward: RewardSpec = field(default_factory=RewardSpec)
+    methods: dict[str, Any] = field(default_factory=dict)
+    """User presets: name -> {base: <preset>, <switch>: <value>}."""
+
+    pairs: dict[str, list[str]] = field(default_factory=dict)
+    """Named model pairs for co-training, e.g. P1: [smollm3, qwen3]."""
+
+    seeds: list[int] = field(default_factory=lambda: [0])
+
+    def __post_init__(self) -> None:
+        t = self.train
+        for name in ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "micro_batch"):
+            if getattr(t, name) < 1:
+                raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
+        if t.max_response_tokens < 1 or t.max_prompt_tokens < 1:
+            raise ConfigError("train.max_prompt_tokens/max_response_tokens: expected integers >= 1")
+        if not 0 < t.top_p <= 1:
+            raise ConfigError(f"train.top_p: {t.top_p} is not allowed; expected 0 < top_p <= 1")
+        if t.temperature <= 0:
+            raise ConfigError(f"train.temperature: {t.temperature} is not allowed; expected > 0")
+        if t.lr <= 0:
+            raise ConfigError(f"train.lr: {t.lr} is not allowed; expected > 0")
+        for pair, members in self.pairs.items():
+            if len(members) != 2 or len(set(members)) != 2:
+                raise ConfigError(f"pairs.{pair}: expected two different model names, got {members}")
+            for member in members:
+                if member not in self.models:
+                    raise ConfigError(f"pairs.{pair}: unknown model {member!r}; models: {', '.join(self.models)}")
+        for name, spec in self.models.items():
+            if spec.template != "chat" and "{problem}" not in spec.template:
+                raise ConfigError(f"models.{name}.template: must contain '{{problem}}' or be 'chat'")
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from a file, with safe_load; ConfigError for a missing, unparsable or non-mapping file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--config: no such file {str(path)!r}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"--config: {str(path)!r} is not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {str(path)!r} must hold a mapping of settings")
+    return data
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config; raises ConfigError with one line on any problem."""
+    return from_dict(RunConfig, read_yaml(path), "config")

@@ -1,0 +1,118 @@
+"""A policy: a causal LM and its tokenizer from a local ``from_pretrained`` directory, with its prompt template,
+and batched per-token log-probs of given responses."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from graft.config import ModelSpec
+from graft.errors import ConfigError
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class Policy:
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    template: str
+
+    def prompt_text(self, problem: str) -> str:
+        """The prompt string for a problem; the same text is used when re-tokenizing a peer's response."""
+        if self.template == "chat":
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": problem}], tokenize=False, add_generation_prompt=True
+            )
+        return self.template.replace("{problem}", problem)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=self.template != "chat")["input_ids"]
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def pad_token_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return self.eos_token_id if pad is None else pad
+
+
+def check_model_dir(path: str | Path, what: str) -> Path:
+    """Refuse, before any compute, a directory that is not a safetensors ``from_pretrained`` model."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{what}: {str(path)!r} is not a model directory (no config.json)")
+    if not any(path.glob("*.safetensors")):
+        raise ConfigError(f"{what}: {str(path)!r} has no .safetensors weights; only safetensors are loaded")
+    return path
+
+
+def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None) -> Policy:
+    """Load model and tokenizer with the same code for a built toy model and for SmolLM3 or Qwen3.
+
+    Weights come from safetensors only and ``trust_remote_code`` stays off.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    where = check_model_dir(path or spec.path, f"models.{name}.path")
+    tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(
+        where, dtype=DTYPES[spec.dtype], use_safetensors=True, trust_remote_code=False
+    )
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return Policy(name=name, model=model, tokenizer=tokenizer, template=spec.template)
+
+
+def pad_right(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token rows to a [B, L] long tensor and its bool mask."""
+    width = max((len(r) for r in rows), default=0)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, : len(row)] = True
+    return ids, mask
+
+
+def response_logprobs(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    responses: list[list[int]],
+    pad_id: int,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log pi(o_t | q, o_<t) of each response after its prompt, in one forward pass.
+
+    Rows are prompt + response, right-padded, so every row's positions start at 0 exactly as in a left-padded
+    generate call. Log-probs come from the raw logits divided by the temperature.
+
+    Returns:
+        (logp [B, T], mask [B, T]) with T the longest response; logp carries the graph if grad is enabled.
+    """
+    rows = [p + r for p, r in zip(prompts, responses, strict=True)]
+    ids, attn = pad_right(rows, pad_id)
+    logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
+    logp_all = torch.log_softmax(logits / temperature, dim=-1)
+    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    width = max((len(r) for r in responses), default=0)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool)
+    index = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
+        # token j of the response sits at position len(p) + j and is predicted from position len(p) + j - 1
+        index[i, : len(r)] = torch.arange(len(p) - 1, len(p) - 1 + len(r))
+        mask[i, : len(r)] = True
+    out = token_logp.gather(1, index.clamp(max=max(token_logp.shape[1] - 1, 0)))
+    return torch.where(mask, out, torch.zeros_like(out)), mask

@@ -1,0 +1,146 @@
+"""Verifiable rewards: exact integers for the toy task, math-verify for real math (DESIGN.md sections 3, 9).
+
+Both graders look only at the *last* ``\\boxed{...}`` of a response. math-verify's own timeouts use signal
+alarms, which work only on a process's main thread, so batched math grading runs in worker processes (whose
+tasks run on their main thread) under a hard deadline; a timeout or a parse failure scores 0, is counted,
+and never raises out of a training step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+BOXED = "\\boxed"
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` in text, braces balanced; None if there is none or it is unclosed."""
+    start = text.rfind(BOXED + "{")
+    if start < 0:
+        return None
+    i = start + len(BOXED) + 1
+    depth = 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j]
+    return None
+
+
+def toy_reward(response: str, gold: str) -> float:
+    """1.0 when the last boxed answer is exactly the gold integer, else 0.0.
+
+    Exact integer comparison on purpose: math-verify would also reward a boxed "17+25" for gold 42, and the toy
+    task asks the model to compute. Integers too long for Python's int parsing score 0.
+    """
+    answer = last_boxed(response)
+    if answer is None:
+        return 0.0
+    answer = answer.strip()
+    body = answer[1:] if answer.startswith("-") else answer
+    if not body.isascii() or not body.isdigit():
+        return 0.0
+    try:
+        return 1.0 if int(answer) == int(gold) else 0.0
+    except ValueError:  # more digits than int() accepts
+        return 0.0
+
+
+def math_reward(response: str, gold: str, timeout: int = 5) -> float:
+    """math-verify of the response's last boxed answer against the gold answer (gold first), 1.0 or 0.0.
+
+    Call it on a main thread (math-verify's alarms), e.g. inside ``Grader``'s worker processes.
+    """
+    from math_verify import parse, verify
+
+    answer = last_boxed(response)
+    if answer is None:
+        return 0.0
+    try:
+        gold_parsed = parse(f"{BOXED}{{{gold}}}", parsing_timeout=timeout)
+        answer_parsed = parse(f"{BOXED}{{{answer}}}", parsing_timeout=timeout)
+        if not gold_parsed or not answer_parsed:
+            return 0.0
+        return 1.0 if verify(gold_parsed, answer_parsed, timeout_seconds=timeout) else 0.0
+    except Exception:  # math-verify raises on timeouts and on malformed input; both score 0
+        return 0.0
+
+
+def _math_worker(item: tuple[str, str, int]) -> float:
+    return math_reward(*item)
+
+
+def _quiet_worker() -> None:
+    # math-verify logs the whole input on every timeout; the Grader counts them instead.
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+
+
+@dataclass
+class Grades:
+    rewards: list[float]
+    timeouts: int
+    """Items that hit the hard deadline (scored 0)."""
+    unparsed: int
+    """Responses without a final boxed answer (scored 0)."""
+
+
+class Grader:
+    """Batched grading: toy in-process, math in a pool of worker processes with a hard deadline.
+
+    The deadline for a batch is ``timeout * (ceil(items / workers) + 1)`` seconds, so each item has at least its
+    own timeout even when queued; items not done by then score 0 and the pool is replaced, which kills any worker
+    stuck in a runaway sympy computation.
+    """
+
+    def __init__(self, kind: Literal["toy", "math"], timeout: float = 5.0, workers: int = 2):
+        self.kind = kind
+        self.timeout = timeout
+        self.workers = max(1, workers)
+        self._pool = None
+
+    def _get_pool(self):
+        if self._pool is None:
+            self._pool = multiprocessing.get_context("spawn").Pool(self.workers, initializer=_quiet_worker)
+        return self._pool
+
+    def grade(self, responses: list[str], golds: list[str]) -> Grades:
+        if len(responses) != len(golds):
+            raise ValueError("responses and golds must have the same length")
+        unparsed = sum(last_boxed(r) is None for r in responses)
+        if self.kind == "toy":
+            return Grades([toy_reward(r, g) for r, g in zip(responses, golds, strict=True)], 0, unparsed)
+        pool = self._get_pool()
+        per_item = max(1, math.ceil(self.timeout))
+        pending = [pool.apply_async(_math_worker, ((r, g, per_item),)) for r, g in zip(responses, golds, strict=True)]
+        deadline = self.timeout * (math.ceil(len(pending) / self.workers) + 1)
+        end = time.monotonic() + deadline
+        rewards, timeouts = [], 0
+        for result in pending:
+            try:
+                rewards.append(float(result.get(timeout=max(0.0, end - time.monotonic()))))
+            except multiprocessing.TimeoutError:
+                rewards.append(0.0)
+                timeouts += 1
+        if timeouts:
+            self.close()
+        return Grades(rewards, timeouts, unparsed)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

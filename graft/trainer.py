@@ -1,0 +1,355 @@
+"""The co-training loop (DESIGN.md section 4): one step per model is rollout -> reward -> advantages -> publish
+records -> read the peer's records -> select -> re-tokenize and score -> weight -> order -> update.
+
+GRPO is the same loop with no peer; a co-training run holds both models in one process; archive replay reads
+the peer's stored records instead of a live model. Checkpoints are atomic and a resumed run ends as an
+uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graft.algo import CapabilityTracker, capability_ratio, group_advantages, minibatch_order, success_counts
+from graft.config import RunConfig
+from graft.data import Problem, batch_indices, load_problems
+from graft.errors import ConfigError
+from graft.exchange import Group, build_groups, recompute_rewards, select_prompts, step_generator
+from graft.methods import Method
+from graft.policy import Policy, load_policy
+from graft.records import StepRecords, read_step, step_path, write_step
+from graft.reward import Grader
+from graft.rollout import HFRollout, RolloutBackend
+from graft.update import minibatch_update
+
+SALT_SELECT, SALT_ORDER = 1, 2
+
+
+@dataclass
+class Learner:
+    name: str
+    policy: Policy
+    optimizer: torch.optim.Optimizer
+    rollout: RolloutBackend
+    ref_model: torch.nn.Module | None = None
+    capability: CapabilityTracker = field(default_factory=CapabilityTracker)
+
+
+@dataclass
+class TrainRequest:
+    """What ``graft train`` was asked to do, validated before any compute."""
+
+    config: RunConfig
+    method: Method
+    models: list[str]
+    seed: int
+    out: Path
+    steps: int
+    peer_archive: Path | None = None
+    resume: bool = False
+
+
+def validate_request(req: TrainRequest) -> None:
+    """Refuse inconsistent requests with one line, before loading anything heavy."""
+    unknown = [m for m in req.models if m not in req.config.models]
+    if unknown:
+        raise ConfigError(f"--models: unknown model {unknown[0]!r}; models: {', '.join(req.config.models)}")
+    if len(set(req.models)) != len(req.models):
+        raise ConfigError("--models: the two models of a pair must differ")
+    live = req.method.peer == "live"
+    if live and len(req.models) != 2:
+        raise ConfigError(f"--models: method with a live peer needs two models A,B, got {len(req.models)}")
+    if not live and len(req.models) != 1:
+        raise ConfigError(f"--models: method with peer {req.method.peer!r} trains one model, got {len(req.models)}")
+    if req.method.peer == "archive":
+        if req.peer_archive is None:
+            raise ConfigError("--peer-archive: required by a method that replays stored trajectories")
+        if not step_path(req.peer_archive, 0).is_file():
+            raise ConfigError(f"--peer-archive: {str(req.peer_archive)!r} holds no step_00000.parquet")
+    elif req.peer_archive is not None:
+        raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
+    if req.steps < 1:
+        raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
+    if req.method.transfer != "group" and req.method.update == "hacpo":
+        raise ConfigError("method: the HACPO update transfers whole groups")
+
+
+def _make_learner(name: str, cfg: RunConfig, method: Method) -> Learner:
+    policy = load_policy(name, cfg.models[name])
+    policy.model.eval()  # no dropout in RL updates: the ratio's denominator is the same network
+    t = cfg.train
+    optimizer = torch.optim.AdamW(
+        policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
+    )
+    rollout = HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch)
+    ref = None
+    if method.kl_coef > 0:
+        ref = copy.deepcopy(policy.model).requires_grad_(False)
+    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window))
+
+
+class Trainer:
+    def __init__(self, req: TrainRequest):
+        validate_request(req)
+        self.req = req
+        self.cfg = req.config
+        self.method = req.method
+        self.problems: list[Problem] = load_problems(self.cfg.data.train, "data.train")
+        self.out = req.out
+        self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
+        self.learners = [_make_learner(name, self.cfg, self.method) for name in req.models]
+        self.start_step = 0
+
+    # ----- checkpoints -----
+
+    def _ckpt_dir(self, step: int) -> Path:
+        return self.out / "checkpoints" / f"step_{step:05d}"
+
+    def save_checkpoint(self, next_step: int) -> None:
+        """Model (safetensors), optimizer, sampler position and RNG states, written to a temporary directory and
+        renamed, so a checkpoint directory is complete or absent."""
+        final = self._ckpt_dir(next_step)
+        tmp = final.with_name(final.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for lr in self.learners:
+            lr.policy.model.save_pretrained(tmp / lr.name, safe_serialization=True)
+            lr.policy.tokenizer.save_pretrained(tmp / lr.name)
+            torch.save(lr.optimizer.state_dict(), tmp / lr.name / "optimizer.pt")
+        state = {
+            "next_step": next_step,
+            "capability": {lr.name: lr.capability.state_dict() for lr in self.learners},
+            "torch_rng": torch.get_rng_state().tolist(),
+            "python_rng": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+            "numpy_rng": [v.tolist() if isinstance(v, np.ndarray) else v for v in np.random.get_state()],
+        }
+        (tmp / "state.json").write_text(json.dumps(state))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+
+    def latest_checkpoint(self) -> Path | None:
+        root = self.out / "checkpoints"
+        found = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+        return found[-1] if found else None
+
+    def restore(self) -> None:
+        ckpt = self.latest_checkpoint()
+        if ckpt is None:
+            return
+        state = json.loads((ckpt / "state.json").read_text())
+        from safetensors.torch import load_file
+
+        for lr in self.learners:
+            weights = {}
+            for file in sorted((ckpt / lr.name).glob("*.safetensors")):
+                weights.update(load_file(file))
+            result = lr.policy.model.load_state_dict(weights, strict=False)
+            # Tied weights (lm_head = embeddings) are stored once; anything else missing is a broken checkpoint.
+            tied = {k for k in result.missing_keys if "lm_head" in k}
+            if result.unexpected_keys or set(result.missing_keys) - tied:
+                raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {lr.name!r}")
+            lr.optimizer.load_state_dict(torch.load(ckpt / lr.name / "optimizer.pt", weights_only=True))
+            lr.capability.load_state_dict(state["capability"][lr.name])
+        torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
+        version, internal, gauss = state["python_rng"]
+        random.setstate((version, tuple(internal), gauss))
+        kind, keys, pos, has_gauss, cached = state["numpy_rng"]
+        np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+        self.start_step = state["next_step"]
+        self._truncate_metrics(self.start_step)
+
+    def _truncate_metrics(self, next_step: int) -> None:
+        path = self.out / "metrics.jsonl"
+        if not path.exists():
+            return
+        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] < next_step]
+        path.write_text("".join(line + "\n" for line in kept))
+
+    # ----- one step -----
+
+    def _rollout(self, lr: Learner, step: int, batch: list[Problem]) -> tuple[StepRecords, dict]:
+        timings = {}
+        t0 = time.perf_counter()
+        prompts = [lr.policy.encode(lr.policy.prompt_text(p.problem)) for p in batch]
+        # The sampling seed depends on the model's name, not its position, so a replay run of one model draws
+        # the same samples as that model did in a co-training run with the same seed.
+        seed = (self.req.seed * 1_000_003 + step) * 65_537 + zlib.crc32(lr.name.encode())
+        samples = lr.rollout.generate(prompts, self.method.n, seed=seed % (2**63))
+        timings["rollout_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        texts = [[s.text for s in group] for group in samples]
+        grades = self.grader.grade(
+            [t for row in texts for t in row], [p.answer for p in batch for _ in range(self.method.n)]
+        )
+        rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), self.method.n)
+        timings["reward_s"] = time.perf_counter() - t0
+        records = StepRecords(
+            model=lr.name,
+            step=step,
+            prompt_ids=[p.id for p in batch],
+            texts=texts,
+            token_ids=[[s.token_ids for s in group] for group in samples],
+            logprobs=[[s.logprobs for s in group] for group in samples],
+            rewards=rewards,
+            advantages=group_advantages(rewards),
+            truncated=[[s.truncated for s in group] for group in samples],
+        )
+        write_step(records, self.out / "trajectories" / lr.name)
+        lengths = [len(s.token_ids) for group in samples for s in group]
+        info = {
+            **timings,
+            "reward_mean": float(rewards.mean()),
+            "all_fail_frac": float((success_counts(rewards) == 0).float().mean()),
+            "all_correct_frac": float((success_counts(rewards) == self.method.n).float().mean()),
+            "response_len_mean": sum(lengths) / len(lengths),
+            "truncated_frac": float(np.mean([s.truncated for group in samples for s in group])),
+            "grader_timeouts": grades.timeouts,
+            "unparsed": grades.unparsed,
+        }
+        return records, info
+
+    def _archive_peer(self, step: int, batch: list[Problem]) -> tuple[StepRecords, int]:
+        records = read_step(self.req.peer_archive, step)
+        if records.prompt_ids != [p.id for p in batch]:
+            raise ConfigError(
+                f"--peer-archive: step {step} holds other prompts than this run's batch; "
+                "replay needs the peer's GRPO run with the same data and seed"
+            )
+        answers = [p.answer for p in batch for _ in range(records.n)]
+        grades = self.grader.grade([t for row in records.texts for t in row], answers)
+        return recompute_rewards(records, grades.rewards)
+
+    def step(self, step: int) -> list[dict]:
+        t_step = time.perf_counter()
+        batch = [
+            self.problems[i]
+            for i in batch_indices(step, self.cfg.train.prompts_per_step, len(self.problems), self.req.seed)
+        ]
+        records, infos = {}, {}
+        for lr in self.learners:
+            records[lr.name], infos[lr.name] = self._rollout(lr, step, batch)
+            lr.capability.update(infos[lr.name]["reward_mean"])
+
+        peers: dict[str, tuple[StepRecords | None, torch.Tensor | None, int]] = {}
+        if self.method.peer == "live":
+            a, b = (lr.name for lr in self.learners)
+            k = {name: success_counts(rec.rewards) for name, rec in records.items()}
+            selected, counts = select_prompts(
+                self.method, k, self.method.n, [(a, b), (b, a)], step_generator(self.req.seed, step, SALT_SELECT)
+            )
+            peers[b] = (records[a], selected[(a, b)], counts[(a, b)])
+            peers[a] = (records[b], selected[(b, a)], counts[(b, a)])
+        elif self.method.peer == "archive":
+            me = self.learners[0].name
+            peer_records, changed = self._archive_peer(step, batch)
+            k = {me: success_counts(records[me].rewards), "peer": success_counts(peer_records.rewards)}
+            selected, counts = select_prompts(
+                self.method, k, peer_records.n, [("peer", me)], step_generator(self.req.seed, step, SALT_SELECT)
+            )
+            peers[me] = (peer_records, selected[("peer", me)], counts[("peer", me)])
+            infos[me]["archive_rewards_changed"] = changed
+
+        rows_out = []
+        for lr in self.learners:
+            info = infos[lr.name]
+            peer_records, selected, n_cand = peers.get(lr.name, (None, None, 0))
+            omega_own_peer = omega_peer_own = 1.0
+            if peer_records is not None and self.method.update == "hacpo":
+                other = next((o for o in self.learners if o is not lr), None)
+                p_peer = other.capability.value if other is not None else float(peer_records.rewards.mean())
+                omega_own_peer = capability_ratio(lr.capability.value, p_peer)
+                omega_peer_own = capability_ratio(p_peer, lr.capability.value)
+            t0 = time.perf_counter()
+            prompt_texts = [lr.policy.prompt_text(p.problem) for p in batch]
+            groups, ex = build_groups(
+                self.method, lr.policy, records[lr.name], peer_records, selected, prompt_texts,
+                step_generator(self.req.seed, step, SALT_SELECT * 10 + zlib.crc32(lr.name.encode())), omega_own_peer,
+                self.cfg.train.temperature, self.cfg.train.micro_batch,
+            )  # fmt: skip
+            info["scoring_s"] = time.perf_counter() - t0
+            info.update(ex.metrics())
+            info["candidates"] = n_cand
+            t0 = time.perf_counter()
+            info.update(self._update(lr, groups, step, omega_peer_own))
+            info["update_s"] = time.perf_counter() - t0
+            rows_out.append({"step": step, "model": lr.name, **info})
+        step_time = time.perf_counter() - t_step
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        for row in rows_out:
+            row["step_time_s"] = step_time
+            row["gpu_hours"] = step_time * gpus / 3600
+        return rows_out
+
+    def _update(self, lr: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
+        num = self.method.minibatches or self.cfg.train.minibatches
+        generator = step_generator(self.req.seed, step, SALT_ORDER * 10 + zlib.crc32(lr.name.encode()))
+        order = minibatch_order(
+            torch.tensor([g.grafted for g in groups], dtype=torch.bool), num, self.method.order, generator
+        )
+        totals: dict[str, float] = {}
+        peer_positions = []
+        for m, chunk in enumerate(order):
+            rows = [row for gi in chunk.tolist() for row in groups[gi].rows]
+            if any(groups[gi].grafted for gi in chunk.tolist()):
+                peer_positions.append(m)
+            stats = minibatch_update(
+                self.method, lr.policy, lr.optimizer, rows, m, self.cfg.train.grad_clip, self.cfg.train.micro_batch,
+                lr.ref_model, omega_src_learner, self.cfg.train.temperature,
+            )  # fmt: skip
+            for key, value in stats.items():
+                totals[key] = totals.get(key, 0.0) + value
+        updates = max(len(order), 1)
+        return {
+            "loss": totals.get("loss", 0.0) / updates,
+            "grad_norm": totals.get("grad_norm", 0.0) / updates,
+            "nll": totals["nll"] / updates if "nll" in totals else None,
+            "clip_frac_own": totals["clipped_tokens_own"] / totals["tokens_own"] if totals.get("tokens_own") else None,
+            "clip_frac_peer": totals["clipped_tokens_peer"] / totals["tokens_peer"]
+            if totals.get("tokens_peer")
+            else None,
+            "tokens_own": int(totals.get("tokens_own", 0)),
+            "tokens_peer": int(totals.get("tokens_peer", 0)),
+            "updates": len(order),
+            "peer_minibatch_positions": peer_positions,
+        }
+
+    # ----- the run -----
+
+    def run(self, log=print) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.req.resume:
+            self.restore()
+        elif (self.out / "metrics.jsonl").exists():
+            (self.out / "metrics.jsonl").unlink()
+        meta = {
+            "method": self.method.to_dict(),
+            "models": self.req.models,
+            "seed": self.req.seed,
+            "steps": self.req.steps,
+            "peer_archive": str(self.req.peer_archive) if self.req.peer_archive else None,
+        }
+        (self.out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+        every = self.cfg.train.checkpoint_every
+        try:
+            for step in range(self.start_step, self.req.steps):
+                rows = self.step(step)
+                with (self.out / "metrics.jsonl").open("a") as handle:
+                    for row in rows:
+                        handle.write(json.dumps(row) + "\n")
+                log(json.dumps({"event": "step", "step": step, "of": self.req.steps,
+                                **{r["model"]: round(r["reward_mean"], 4) for r in rows}}))  # fmt: skip
+                if (step + 1) % every == 0 or step + 1 == self.req.steps:
+                    self.save_checkpoint(step + 1)
+        finally:
+            self.grader.close()
+        return self.out / "metrics.jsonl"
