@@ -121,7 +121,7 @@ def test_forced_graft_co_training(forced_world, tmp_path):
     assert forced_seen >= 1, "the forced all-fail / mixed case never occurred"
 
     # Rebuild step 0's groups from the archive with B's initial (behaviour) policy and check the replacement.
-    a, b = policies(forced_world)
+    _, b = policies(forced_world)
     rec = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
     k = {m: success_counts(rec[m].rewards) for m in "AB"}
     method = get_method("graft")
@@ -204,7 +204,7 @@ def test_grader_scores_pathological_answers_zero_within_the_timeout():
     ]
     with Grader("math", timeout=2, workers=2) as grader:
         start = time.monotonic()
-        grades = grader.grade(bad + ["so \\boxed{\\frac{1}{2}}"], ["3", "1", "5", "7", "2", "0.5"])
+        grades = grader.grade([*bad, "so \\boxed{\\frac{1}{2}}"], ["3", "1", "5", "7", "2", "0.5"])
         elapsed = time.monotonic() - start
     assert grades.rewards == [0.0] * 5 + [1.0]
     assert grades.unparsed == 1
