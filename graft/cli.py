@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import sys
 from pathlib import Path
 
@@ -57,7 +59,127 @@ def _cmd_train(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    Trainer(request).run(log=lambda line: print(line, file=sys.stderr, flush=True))
+    Trainer(request).run(log=lambda fields: _log_event("step", **fields))
+    return 0
+
+
+def _log_event(event: str, **fields) -> None:
+    """Progress as JSON Lines on stderr: a machine can read it and a person can follow it."""
+    print(json.dumps({"event": event, **fields}), file=sys.stderr, flush=True)
+
+
+def _log_warmup(model: str, step: int, loss: float) -> None:
+    _log_event("warmup", model=model, step=step, loss=round(loss, 4))
+
+
+def _toy_root(config, out: Path | None) -> Path:
+    return out if out is not None else Path(config.results) / "toy"
+
+
+def _require_toy(config):
+    if config.toy is None:
+        raise ConfigError("toy: this config has no 'toy:' section to build from")
+    return config.toy
+
+
+def _cmd_toy(args: argparse.Namespace) -> int:
+    from graft.config import load_config
+    from graft.toy.build import build_toy_model, read_problems, write_data
+
+    config = load_config(args.config)
+    toy = _require_toy(config)
+    root = _toy_root(config, args.out)
+    summary: dict = {}
+    if args.toy_command in ("data", "build"):
+        summary["data"] = write_data(toy, root / "data")
+        _log_event("toy_data", **summary["data"])
+    if args.toy_command in ("model", "build"):
+        names = [args.name] if args.toy_command == "model" else list(toy.models)
+        for name in names:
+            if name not in toy.models:
+                raise ConfigError(f"--name: unknown toy model {name!r}; toy models: {', '.join(toy.models)}")
+        warmup_file = root / "data" / "warmup.jsonl"
+        if not warmup_file.is_file():
+            raise ConfigError(f"toy model: {str(warmup_file)!r} is missing; run 'graft toy data' first")
+        warmup = read_problems(warmup_file)
+        for name in names:
+            progress = functools.partial(_log_warmup, name)
+            info = build_toy_model(name, toy.models[name], config.models[name], warmup, root / "models" / name,
+                                   toy.seed, progress)  # fmt: skip
+            summary[name] = info
+            _log_event("toy_model", **info)
+    if args.summary:
+        _write_atomic(args.summary, json.dumps(summary, indent=2) + "\n")
+    return 0
+
+
+def _cmd_complementarity(args: argparse.Namespace) -> int:
+    from graft.complementarity import analyse
+    from graft.config import load_config
+    from graft.data import load_problems
+    from graft.policy import check_model_dir, load_policy
+    from graft.reward import Grader
+
+    config = load_config(args.config)
+    names = [m.strip() for m in args.models.split(",")]
+    if len(names) != 2 or len(set(names)) != 2:
+        raise ConfigError(f"--models: expected two different models A,B, got {args.models!r}")
+    for name in names:
+        if name not in config.models:
+            raise ConfigError(f"--models: unknown model {name!r}; models: {', '.join(config.models)}")
+        check_model_dir(config.models[name].path, f"models.{name}.path")
+    files = args.data or [Path(config.data.validation or config.data.train)]
+    problems, sets = [], []
+    for file in files:
+        loaded = load_problems(file, "--data")[: args.prompts or None]
+        problems += loaded
+        sets += [file.stem] * len(loaded)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    policies = [load_policy(name, config.models[name]) for name in names]
+    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
+        report = analyse(policies, problems, grader, args.n, args.seed, config.train.max_response_tokens,
+                         config.train.temperature, config.train.top_p, args.delta, sets)  # fmt: skip
+    report["data"] = [str(f) for f in files]
+    text = json.dumps(report, indent=2)
+    if args.out:
+        _write_atomic(args.out, text + "\n")
+    print(text)
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from graft.benchmarks import load_benchmark
+    from graft.config import load_config
+    from graft.evaluate import checkpoint_step, evaluate
+    from graft.policy import load_policy
+    from graft.reward import Grader
+
+    config = load_config(args.config)
+    if config.eval is None:
+        raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
+    if args.model not in config.models:
+        raise ConfigError(f"--model: unknown model {args.model!r}; models: {', '.join(config.models)}")
+    spec = config.eval
+    benchmarks = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
+    validation = load_benchmark(spec.validation, "eval.validation") if spec.validation else None
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    policy = load_policy(args.model, config.models[args.model], path=args.checkpoint)
+    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
+        result = evaluate(policy, benchmarks, grader, spec.k, spec.temperature, spec.top_p, max_tokens, args.seed)
+        if validation is not None:
+            held_out = evaluate(policy, {"validation": validation}, grader, spec.k, spec.temperature, spec.top_p,
+                                max_tokens, args.seed)  # fmt: skip
+            result["validation"] = held_out["benchmarks"]["validation"]
+    result.update(model=args.model, checkpoint=str(args.checkpoint), step=checkpoint_step(args.checkpoint))
+    _write_atomic(args.out, json.dumps(result) + "\n")
+    _log_event("evaluate", model=args.model, step=result["step"], average=round(result["average"], 4))
     return 0
 
 
@@ -81,6 +203,44 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
     train.add_argument("--threads", type=int, help="torch CPU threads")
     train.set_defaults(func=_cmd_train)
+
+    toy = sub.add_parser("toy", help="build the embedded default's toy world")
+    toy_sub = toy.add_subparsers(dest="toy_command", required=True)
+    for name, text in (
+        ("data", "the task's splits"),
+        ("model", "one warmed-up model"),
+        ("build", "data and every model"),
+    ):
+        cmd = toy_sub.add_parser(name, help=text)
+        cmd.add_argument("--config", type=Path, required=True)
+        cmd.add_argument("--out", type=Path, help="toy root (default: <results>/toy)")
+        cmd.add_argument("--summary", type=Path, help="write a JSON summary here")
+        if name == "model":
+            cmd.add_argument("--name", required=True, help="which toy model")
+        cmd.set_defaults(func=_cmd_toy)
+
+    ev = sub.add_parser("evaluate", help="pass@1 of one checkpoint on the configured benchmarks")
+    ev.add_argument("--config", type=Path, required=True)
+    ev.add_argument("--model", required=True, help="which model of the config (its template and dtype)")
+    ev.add_argument("--checkpoint", type=Path, required=True, help="a from_pretrained directory")
+    ev.add_argument("--out", type=Path, required=True, help="result JSON")
+    ev.add_argument("--seed", type=int, default=0, help="sampling seed (one per evaluation repeat)")
+    ev.add_argument("--threads", type=int)
+    ev.set_defaults(func=_cmd_evaluate)
+
+    comp = sub.add_parser("complementarity", help="Figure 1 analysis and pre-flight check for a model pair")
+    comp.add_argument("--config", type=Path, required=True)
+    comp.add_argument("--models", required=True, help="A,B")
+    comp.add_argument(
+        "--data", type=Path, action="append", help="prompt file, repeatable (default: data.validation or data.train)"
+    )
+    comp.add_argument("--prompts", type=int, help="use the first N prompts of each file")
+    comp.add_argument("--n", type=int, default=8, help="samples per prompt and model")
+    comp.add_argument("--seed", type=int, default=0)
+    comp.add_argument("--delta", type=float, default=0.8, help="compatibility floor")
+    comp.add_argument("--out", type=Path, help="write the report as JSON here")
+    comp.add_argument("--threads", type=int)
+    comp.set_defaults(func=_cmd_complementarity)
     return parser
 
 

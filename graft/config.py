@@ -95,6 +95,59 @@ class RewardSpec:
 
 
 @dataclass(frozen=True)
+class EvalSpec:
+    """How checkpoints are evaluated (paper Appendix B)."""
+
+    benchmarks: dict[str, str]
+    """Benchmark name -> local JSON Lines file; the score is the unweighted mean over these."""
+    validation: str | None = None
+    """A held-out set disjoint from the benchmarks, for checkpoint selection that does not peek at test."""
+    k: int = 8
+    """Samples per problem; pass@1 is the mean over samples, then problems."""
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_response_tokens: int | None = None
+    """None: the training limit."""
+    repeats: int = 5
+    """Independent evaluations of the selected checkpoint (mean +- std in the tables)."""
+
+
+@dataclass(frozen=True)
+class ToyModelSpec:
+    """How one toy model is built and warmed up (DESIGN.md section 7)."""
+
+    arch: Literal["smollm3", "qwen3", "gpt2"]
+    pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    mix: dict[str, float]
+    """Share of each task family in the warm-up examples: the model's skill profile."""
+    steps: int
+    """Warm-up optimizer steps."""
+    lr: float = 3e-3
+    batch_size: int = 64
+    examples: int = 3000
+    """Distinct warm-up problems drawn from the train split according to ``mix``."""
+
+
+@dataclass(frozen=True)
+class ToySpec:
+    """The synthetic task and the tiny models of the embedded default."""
+
+    models: dict[str, ToyModelSpec]
+    seed: int = 0
+    test_per_family: int = 64
+    """Problems per family in the test split (the toy's benchmarks)."""
+    validation_per_family: int = 16
+    train_per_family: int = 400
+    """RL prompts per family, drawn from the train split."""
+    level2_share: float = 0.0
+    """Share of every split drawn from the harder level 2 (more digits)."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     results: str
     """Directory that receives every output of this configuration."""
@@ -110,6 +163,11 @@ class RunConfig:
     """Named model pairs for co-training, e.g. P1: [smollm3, qwen3]."""
 
     seeds: list[int] = field(default_factory=lambda: [0])
+
+    toy: ToySpec | None = None
+    """The toy world's build settings; None for real models."""
+
+    eval: EvalSpec | None = None
 
     def __post_init__(self) -> None:
         t = self.train
@@ -133,6 +191,19 @@ class RunConfig:
         for name, spec in self.models.items():
             if spec.template != "chat" and "{problem}" not in spec.template:
                 raise ConfigError(f"models.{name}.template: must contain '{{problem}}' or be 'chat'")
+        if self.toy is not None:
+            from graft.toy.task import FAMILIES
+
+            for name, toy in self.toy.models.items():
+                if name not in self.models:
+                    raise ConfigError(f"toy.models.{name}: not in models ({', '.join(self.models)})")
+                unknown = sorted(set(toy.mix) - set(FAMILIES))
+                if unknown:
+                    raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; families: {FAMILIES}")
+                if any(v < 0 for v in toy.mix.values()) or sum(toy.mix.values()) <= 0:
+                    raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
+                if toy.hidden % toy.heads:
+                    raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -151,6 +222,27 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _fill_results(value: Any, results: str) -> Any:
+    """Replace ``{results}`` in every string of a (nested) value."""
+    if isinstance(value, str):
+        return value.replace("{results}", results)
+    if isinstance(value, dict):
+        return {k: _fill_results(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_results(v, results) for v in value]
+    return value
+
+
 def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run config; raises ConfigError with one line on any problem."""
-    return from_dict(RunConfig, read_yaml(path), "config")
+    """Read and validate a YAML run config; raises ConfigError with one line on any problem.
+
+    ``{results}`` in model and data paths stands for the config's results directory, so built toy models live
+    under the outputs of the configuration that built them.
+    """
+    data = read_yaml(path)
+    results = data.get("results")
+    if isinstance(results, str):
+        for section in ("models", "data", "eval"):
+            if section in data:
+                data[section] = _fill_results(data[section], results)
+    return from_dict(RunConfig, data, "config")

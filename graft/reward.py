@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import re
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -33,6 +34,44 @@ def last_boxed(text: str) -> str | None:
             if depth == 0:
                 return text[i:j]
     return None
+
+
+_WRAPPERS = ("\\textbf{", "\\mathbf{", "\\text{", "\\mathrm{")
+_SINGLE_NUMBER_IN_PARENS = re.compile(r"^\(\s*[-+]?\d+(?:\.\d+)?\s*\)$")
+
+
+def clean_answer(answer: str) -> str:
+    """Undo answer decorations that change no value, before math-verify sees the boxed text.
+
+    Trailing sentence punctuation (``104.``), a wrapper around the whole answer (``\\textbf{...}``), and an
+    answer-choice style single number in parentheses (``(073)``). A tuple or interval keeps its parentheses.
+    """
+    text = answer.strip()
+    changed = True
+    while changed:
+        changed = False
+        stripped = text.rstrip(".,;").rstrip()
+        if stripped != text and stripped:
+            text, changed = stripped, True
+        for wrapper in _WRAPPERS:
+            if text.startswith(wrapper) and text.endswith("}") and _closing_brace(text, wrapper) == len(text) - 1:
+                text, changed = text[len(wrapper) : -1].strip(), True
+        if _SINGLE_NUMBER_IN_PARENS.match(text):
+            text, changed = text[1:-1].strip(), True
+    return text
+
+
+def _closing_brace(text: str, opener: str) -> int:
+    """Index of the brace that closes ``opener``'s brace at the start of text, or -1."""
+    depth = 0
+    for j in range(len(opener) - 1, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
 
 
 def toy_reward(response: str, gold: str) -> float:
@@ -64,6 +103,7 @@ def math_reward(response: str, gold: str, timeout: int = 5) -> float:
     answer = last_boxed(response)
     if answer is None:
         return 0.0
+    answer = clean_answer(answer)
     try:
         gold_parsed = parse(f"{BOXED}{{{gold}}}", parsing_timeout=timeout)
         answer_parsed = parse(f"{BOXED}{{{answer}}}", parsing_timeout=timeout)

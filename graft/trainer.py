@@ -279,6 +279,11 @@ class Trainer:
             info["scoring_s"] = time.perf_counter() - t0
             info.update(ex.metrics())
             info["candidates"] = n_cand
+            if peer_records is not None:
+                own_fail = success_counts(records[lr.name].rewards) == 0
+                info["all_fail"] = int(own_fail.sum())
+                # Figure 1: how many of the receiver's all-fail prompts the peer solved at least once
+                info["peer_solved_all_fail"] = int((own_fail & (success_counts(peer_records.rewards) > 0)).sum())
             t0 = time.perf_counter()
             info.update(self._update(lr, groups, step, omega_peer_own))
             info["update_s"] = time.perf_counter() - t0
@@ -325,7 +330,7 @@ class Trainer:
 
     # ----- the run -----
 
-    def run(self, log=print) -> Path:
+    def run(self, log=lambda fields: None) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.req.resume:
             self.restore()
@@ -346,8 +351,7 @@ class Trainer:
                 with (self.out / "metrics.jsonl").open("a") as handle:
                     for row in rows:
                         handle.write(json.dumps(row) + "\n")
-                log(json.dumps({"event": "step", "step": step, "of": self.req.steps,
-                                **{r["model"]: round(r["reward_mean"], 4) for r in rows}}))  # fmt: skip
+                log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
                     self.save_checkpoint(step + 1)
         finally:

@@ -56,16 +56,17 @@ def solve_add(a: int, b: int) -> str:
 def solve_sub(a: int, b: int) -> str:
     da, db = _digits(a), _digits(b)
     steps, borrow = [], 0
-    for i in range(len(da)):
-        top = da[i] - borrow
+    for i, top in enumerate(da):
         bottom = db[i] if i < len(db) else 0
         if i >= len(db) and borrow == 0:
             break  # the remaining digits are copied down
-        if top < bottom:
-            steps.append(f"{top + 10}-{bottom} = {top + 10 - bottom}")
+        need = bottom + borrow
+        terms = f"{top}" + (f"-{borrow}" if borrow else "") + f"-{bottom}"
+        if top < need:
+            steps.append(f"1{terms} = {top + 10 - need}")
             borrow = 1
         else:
-            steps.append(f"{top}-{bottom} = {top - bottom}")
+            steps.append(f"{terms} = {top - need}")
             borrow = 0
     return f"{a}-{b}: " + ", ".join(steps) + f", so \\boxed{{{a - b}}}"
 
@@ -74,10 +75,10 @@ def solve_mul(a: int, b: int) -> str:
     steps, carry = [], 0
     for d in _digits(b):
         product = a * d
-        steps.append(f"{a}*{d} = {product}")
-        if carry:
-            steps.append(f"{product}+{carry} = {product + carry}")
-        carry = (product + carry) // 10
+        value = product + carry
+        step = f"{a}*{d} = {product}" + (f", {product}+{carry} = {value}" if carry else "")
+        carry = value // 10
+        steps.append(step)
     return f"{a}*{b}: " + ", ".join(steps) + f", so \\boxed{{{a * b}}}"
 
 
@@ -161,24 +162,39 @@ def make_problem(family: str, level: int, operands: tuple[int, ...]) -> ToyProbl
 @dataclass(frozen=True)
 class Splits:
     train: list[ToyProblem]
+    """Everything not held out: warm-up examples and RL prompts are drawn from it."""
     validation: list[ToyProblem]
     test: dict[str, list[ToyProblem]]
     """One benchmark per family."""
 
 
-def make_splits(seed: int, test_per_family: int, validation_per_family: int, levels: tuple[int, ...] = (1,)) -> Splits:
-    """Disjoint splits: each family's problem space is shuffled with the seed, then test, validation and train
-    take consecutive slices, so no problem appears in two splits."""
+def _take(pools: list[list[tuple[int, tuple[int, ...]]]], count: int, level2_share: float, family: str) -> list:
+    """Pop ``count`` problems off the shuffled level pools, ``level2_share`` of them from level 2."""
+    hard = min(round(count * level2_share), len(pools[1]))
+    easy = count - hard
+    if easy > len(pools[0]):
+        raise ValueError(f"family {family!r} has too few level-1 problems for {count} held out")
+    chosen = pools[0][:easy] + pools[1][:hard]
+    pools[0], pools[1] = pools[0][easy:], pools[1][hard:]
+    return [make_problem(family, level, ops) for level, ops in chosen]
+
+
+def make_splits(seed: int, test_per_family: int, validation_per_family: int, level2_share: float = 0.0) -> Splits:
+    """Disjoint per-family splits. Each family's level-1 and level-2 spaces are shuffled with the seed; test and
+    validation take ``level2_share`` of their problems from level 2 (more digits) and the rest from level 1;
+    train keeps the remaining problems, with level 2 in the same proportion. No problem is in two splits."""
+    if not 0.0 <= level2_share < 1.0:
+        raise ValueError(f"level2_share must be in [0, 1), got {level2_share}")
     rng = random.Random(seed)
     train, validation, test = [], [], {}
     for family in FAMILIES:
-        space = [(level, ops) for level in levels for ops in _space(family, level)]
-        rng.shuffle(space)
-        problems = [make_problem(family, level, ops) for level, ops in space]
-        need = test_per_family + validation_per_family
-        if len(problems) <= need:
-            raise ValueError(f"family {family!r} has {len(problems)} problems, fewer than test + validation {need}")
-        test[family] = problems[:test_per_family]
-        validation.extend(problems[test_per_family:need])
-        train.extend(problems[need:])
-    return Splits(train, validation, test)
+        pools = []
+        for level in (1, 2):
+            space = [(level, ops) for ops in _space(family, level)]
+            rng.shuffle(space)
+            pools.append(space)
+        test[family] = _take(pools, test_per_family, level2_share, family)
+        validation.extend(_take(pools, validation_per_family, level2_share, family))
+        rest_hard = round(len(pools[0]) * level2_share / (1.0 - level2_share))
+        train.extend(make_problem(family, level, ops) for level, ops in pools[0] + pools[1][:rest_hard])
+    return Splits(train=train, validation=validation, test=test)

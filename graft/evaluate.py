@@ -1,0 +1,64 @@
+"""pass@1 of a checkpoint on a set of benchmarks, the paper's way (DESIGN.md section 3).
+
+k samples per problem at temperature 0.6 / top-p 0.95 (configurable), graded by the training reward code;
+pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks.
+Per-problem correctness is kept so that any score can be recomputed from the JSON.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import torch
+
+from graft.data import Problem
+from graft.policy import Policy
+from graft.reward import Grader
+from graft.rollout import HFRollout
+
+
+def evaluate(
+    policy: Policy,
+    benchmarks: dict[str, list[Problem]],
+    grader: Grader,
+    k: int = 8,
+    temperature: float = 0.6,
+    top_p: float = 0.95,
+    max_new_tokens: int = 4096,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> dict:
+    """Sample k responses per problem of each benchmark and grade them; returns the JSON-ready result."""
+    rollout = HFRollout(policy, max_new_tokens, temperature, top_p, batch_size)
+    result: dict = {
+        "k": k,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "benchmarks": {},
+    }
+    for name, problems in benchmarks.items():
+        prompts = [policy.encode(policy.prompt_text(p.problem)) for p in problems]
+        samples = rollout.generate(prompts, k, seed=seed * 65_537 + zlib.crc32(name.encode()))
+        texts = [s.text for group in samples for s in group]
+        grades = grader.grade(texts, [p.answer for p in problems for _ in range(k)])
+        correct = torch.tensor(grades.rewards).reshape(len(problems), k)
+        result["benchmarks"][name] = {
+            "pass@1": float(correct.mean()),
+            "problems": len(problems),
+            "grader_timeouts": grades.timeouts,
+            "unparsed": grades.unparsed,
+            "truncated_frac": sum(s.truncated for group in samples for s in group) / max(len(texts), 1),
+            "per_problem": {p.id: [int(c) for c in row.tolist()] for p, row in zip(problems, correct, strict=True)},
+        }
+    scores = [b["pass@1"] for b in result["benchmarks"].values()]
+    result["average"] = sum(scores) / len(scores) if scores else None
+    return result
+
+
+def checkpoint_step(path: str | Path) -> int:
+    """The step number of a checkpoint directory named step_NNNNN (0 for the initial model)."""
+    name = Path(path).name if Path(path).name.startswith("step_") else Path(path).parent.name
+    return int(name.split("_")[1]) if name.startswith("step_") else 0

@@ -1,0 +1,64 @@
+"""The paper's reported five-benchmark averages (arXiv 2609.37868), printed beside ours in every report.
+
+Keys: (paper model, method preset, peer paper model or None). Paper models: "smollm3", "qwen3", "octothinker".
+Values are the "Avg." columns: Table 1 (co-training and GRPO baselines), Table 2a/2b and Table 7 (Pair 1
+ablations, the delta sweep), and the stored-trajectory results (Figure 3b, Appendix E).
+"""
+
+from __future__ import annotations
+
+PAPER_MODELS: dict[str, str] = {
+    "smollm3": "SmolLM3-3B-Base",
+    "qwen3": "Qwen3-1.7B-Base",
+    "octothinker": "OctoThinker-3B-Hybrid-Base",
+}
+
+_GRPO = {
+    "smollm3": {"grpo_n8": 32.60, "grpo_n16": 33.38, "grpo_n32": 35.71},
+    "qwen3": {"grpo_n8": 31.20, "grpo_n16": 32.15, "grpo_n32": 32.43},
+    "octothinker": {"grpo_n8": 21.18, "grpo_n16": 22.40, "grpo_n32": 23.39},
+}
+
+# (updated model, peer) -> method -> average
+_CROSS = {
+    ("smollm3", "qwen3"): {"hacpo": 31.51, "sgt": 34.88, "graft": 37.06, "replay": 35.28},
+    ("smollm3", "octothinker"): {"hacpo": 28.43, "sgt": 32.07, "graft": 33.26, "replay": 34.66},
+    ("qwen3", "smollm3"): {"hacpo": 27.24, "sgt": 31.24, "graft": 33.44, "replay": 33.01},
+    ("qwen3", "octothinker"): {"hacpo": 28.42, "sgt": 31.00, "graft": 32.78, "replay": 32.63},
+    ("octothinker", "qwen3"): {"hacpo": 20.89, "sgt": 21.93, "graft": 23.47, "replay": 23.08},
+    ("octothinker", "smollm3"): {"hacpo": 21.89, "sgt": 22.51, "graft": 22.60, "replay": 21.98},
+}
+
+# Pair 1 ablations (Tables 2a, 2b, 7): preset -> (SmolLM3, Qwen3)
+_ABLATIONS = {
+    "graft_no_gate": (28.70, 30.93),
+    "graft_no_floor": (35.17, 29.88),
+    "graft_unbalanced": (35.06, 32.96),
+    "graft_seq_ratio": (35.21, 32.99),
+    "graft_random_prompts": (34.66, 31.86),
+    "graft_random_admission": (35.20, 32.35),
+    "graft_peer_first": (34.61, 31.73),
+    "graft_uniform": (33.49, 32.41),
+    "graft_delta07": (34.17, 32.90),
+    "graft_delta09": (36.14, 31.90),
+    "graft_pooled": (33.07, 30.78),
+    "graft_success_only": (29.22, 29.51),
+    "graft_success_only_no_floor": (32.14, 29.85),
+    "graft_hacpo_update": (28.97, 27.79),
+    "graft_sgt_update": (34.08, 31.89),
+    "graft_luffy_update": (32.51, 31.41),
+}
+
+# GPU-hours to the selected checkpoints of both Pair 1 models (Section 6).
+GPU_HOURS_PAIR1 = {"graft": 40.9, "replay": 23.2, "grpo_n32": 92.0}
+
+
+def paper_average(model: str | None, method: str, peer: str | None = None) -> float | None:
+    """The paper's average for (paper model, method[, peer]), or None where the paper reports none."""
+    if model is None:
+        return None
+    if method in _GRPO.get(model, {}):
+        return _GRPO[model][method]
+    if method in _ABLATIONS and (model, peer) in (("smollm3", "qwen3"), ("qwen3", "smollm3")):
+        return _ABLATIONS[method][0 if model == "smollm3" else 1]
+    return _CROSS.get((model, peer), {}).get(method)

@@ -1,0 +1,100 @@
+"""Build the toy world: data splits and the three warmed-up models (``graft toy build``)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from graft.config import ModelSpec, ToyModelSpec, ToySpec
+from graft.policy import Policy
+from graft.toy.models import ToyArch, build_model, build_tokenizer, save
+from graft.toy.task import FAMILIES, ToyProblem, make_splits
+from graft.toy.warmup import warm_up
+
+
+def _write_jsonl(path: Path, problems: list[ToyProblem]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(p.to_json()) + "\n" for p in problems))
+    tmp.replace(path)
+
+
+def write_data(spec: ToySpec, out: Path) -> dict[str, int]:
+    """Under ``out``: warmup.jsonl (the whole train split, where warm-up examples come from), train.jsonl (the RL
+    prompts: ``train_per_family`` of each family from the train split), validation.jsonl and test/<family>.jsonl.
+    Returns the split sizes."""
+    splits = make_splits(spec.seed, spec.test_per_family, spec.validation_per_family, spec.level2_share)
+    rng = random.Random(spec.seed)
+    prompts = []
+    for family in FAMILIES:
+        pool = [p for p in splits.train if p.family == family]
+        prompts += rng.sample(pool, min(spec.train_per_family, len(pool)))
+    rng.shuffle(prompts)
+    _write_jsonl(out / "warmup.jsonl", splits.train)
+    _write_jsonl(out / "train.jsonl", prompts)
+    _write_jsonl(out / "validation.jsonl", splits.validation)
+    for family, problems in splits.test.items():
+        _write_jsonl(out / "test" / f"{family}.jsonl", problems)
+    return {
+        "warmup_pool": len(splits.train),
+        "train": len(prompts),
+        "validation": len(splits.validation),
+        "test_per_family": spec.test_per_family,
+    }
+
+
+def read_problems(path: Path) -> list[ToyProblem]:
+    return [ToyProblem(**json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+def warmup_examples(warmup: list[ToyProblem], spec: ToyModelSpec, seed: int) -> list[tuple[str, str]]:
+    """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``."""
+    rng = random.Random(seed)
+    total = sum(spec.mix.values())
+    out = []
+    for family in FAMILIES:
+        pool = [p for p in warmup if p.family == family]
+        count = min(len(pool), round(spec.examples * spec.mix.get(family, 0.0) / total))
+        out += [(p.problem, p.solution) for p in rng.sample(pool, count)]
+    rng.shuffle(out)
+    return out
+
+
+def build_toy_model(
+    name: str, spec: ToyModelSpec, model_spec: ModelSpec, warmup: list[ToyProblem], out: Path, seed: int, log=None
+) -> dict:
+    """Tokenizer trained from scratch on this model's warm-up text, a fresh model, the warm-up; saved atomically
+    with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses, seconds)."""
+    start = time.perf_counter()
+    examples = warmup_examples(warmup, spec, seed)
+    template = model_spec.template
+    texts = [template.replace("{problem}", problem) + solution for problem, solution in examples]
+    tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
+    arch = ToyArch(spec.arch, spec.pre_tokenizer, spec.vocab_size, spec.hidden, spec.layers, spec.heads)
+    model = build_model(arch, tokenizer, seed=seed)
+    policy = Policy(name, model, tokenizer, template)
+    losses = warm_up(policy, examples, spec.steps, spec.batch_size, spec.lr, seed, log=log)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save(model, tokenizer, tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    solutions = [s for _, s in examples[:200]]
+    tokens = sum(len(tokenizer(s)["input_ids"]) for s in solutions)
+    return {
+        "model": name,
+        "arch": spec.arch,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "tokens_per_char": round(tokens / sum(len(s) for s in solutions), 4),
+        "warmup_examples": len(examples),
+        "warmup_loss_first": round(losses[0], 4),
+        "warmup_loss_last": round(sum(losses[-10:]) / len(losses[-10:]), 4),
+        "seconds": round(time.perf_counter() - start, 1),
+        "threads": torch.get_num_threads(),
+    }
