@@ -54,8 +54,10 @@ def main() -> None:
                 "swapped_graded_right": [problems[i].id for j, i in enumerate(keep) if wrong[j] != 0.0],
             }
             r = results[name]
-            print(f"{name:<14} {r['graded']:>6} {len(r['without_boxed_answer']):>6} {r['right_rate']:>7.2%} "
-                  f"{r['swapped_wrong_rate']:>14.2%}")  # fmt: skip
+            print(
+                f"{name:<14} {r['graded']:>6} {len(r['without_boxed_answer']):>6} {r['right_rate']:>7.2%} "
+                f"{r['swapped_wrong_rate']:>14.2%}"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -76,15 +76,12 @@ def load_benchmark(path: str | Path, what: str = "benchmark") -> list[Problem]:
     return problems
 
 
-def fetch_from_hub(name: str, out: str | Path) -> Path:
-    """Download one of the paper's benchmarks with ``datasets`` and write it as normalised JSON Lines."""
-    if name not in HUB:
-        raise ConfigError(f"benchmark {name!r} has no hub source; known: {', '.join(HUB)}")
+def fetch_from_hub(source: HubSource, out: str | Path) -> Path:
+    """Download a dataset with ``datasets`` and write it as normalised JSON Lines (id, problem, answer)."""
     try:
         from datasets import load_dataset
     except ImportError:
         raise ConfigError("fetching from the hub needs the 'datasets' package: pip install datasets") from None
-    source = HUB[name]
     rows = load_dataset(source.repo, split=source.split)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -89,6 +89,10 @@ def _cmd_toy(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     toy = _require_toy(config)
     root = _toy_root(config, args.out)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     summary: dict = {}
     if args.toy_command in ("data", "build"):
         summary["data"] = write_data(toy, root / "data")
@@ -104,8 +108,9 @@ def _cmd_toy(args: argparse.Namespace) -> int:
         warmup = read_problems(warmup_file)
         for name in names:
             progress = functools.partial(_log_warmup, name)
-            info = build_toy_model(name, toy.models[name], config.models[name], warmup, root / "models" / name,
-                                   toy.seed, progress)  # fmt: skip
+            info = build_toy_model(
+                name, toy.models[name], config.models[name], warmup, root / "models" / name, toy.seed, progress
+            )
             summary[name] = info
             _log_event("toy_model", **info)
     if args.summary:
@@ -140,8 +145,18 @@ def _cmd_complementarity(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     policies = [load_policy(name, config.models[name]) for name in names]
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        report = analyse(policies, problems, grader, args.n, args.seed, config.train.max_response_tokens,
-                         config.train.temperature, config.train.top_p, args.delta, sets)  # fmt: skip
+        report = analyse(
+            policies,
+            problems,
+            grader,
+            args.n,
+            args.seed,
+            config.train.max_response_tokens,
+            config.train.temperature,
+            config.train.top_p,
+            args.delta,
+            sets,
+        )
     report["data"] = [str(f) for f in files]
     text = json.dumps(report, indent=2)
     if args.out:
@@ -154,7 +169,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from graft.benchmarks import load_benchmark
     from graft.config import load_config
     from graft.evaluate import checkpoint_step, evaluate
-    from graft.policy import load_policy
+    from graft.policy import check_model_dir, load_policy
     from graft.reward import Grader
 
     config = load_config(args.config)
@@ -162,6 +177,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
     if args.model not in config.models:
         raise ConfigError(f"--model: unknown model {args.model!r}; models: {', '.join(config.models)}")
+    if (args.checkpoint is None) == (args.run is None):
+        raise ConfigError("evaluate: give either --checkpoint DIR with --out FILE, or --run DIR with --out-dir DIR")
+    if args.checkpoint is not None:
+        if args.out is None:
+            raise ConfigError("--out: required with --checkpoint")
+        jobs = [(check_model_dir(args.checkpoint, "--checkpoint"), args.out)]
+    else:
+        if args.out_dir is None:
+            raise ConfigError("--out-dir: required with --run")
+        found = sorted((args.run / "checkpoints").glob(f"step_*/{args.model}"))
+        if not found:
+            raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {args.model!r}")
+        jobs = [(check_model_dir(c, "--run"), args.out_dir / f"{c.parent.name}.json") for c in found]
     spec = config.eval
     benchmarks = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
     validation = load_benchmark(spec.validation, "eval.validation") if spec.validation else None
@@ -169,17 +197,64 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    policy = load_policy(args.model, config.models[args.model], path=args.checkpoint)
     max_tokens = spec.max_response_tokens or config.train.max_response_tokens
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        result = evaluate(policy, benchmarks, grader, spec.k, spec.temperature, spec.top_p, max_tokens, args.seed)
-        if validation is not None:
-            held_out = evaluate(policy, {"validation": validation}, grader, spec.k, spec.temperature, spec.top_p,
-                                max_tokens, args.seed)  # fmt: skip
-            result["validation"] = held_out["benchmarks"]["validation"]
-    result.update(model=args.model, checkpoint=str(args.checkpoint), step=checkpoint_step(args.checkpoint))
-    _write_atomic(args.out, json.dumps(result) + "\n")
-    _log_event("evaluate", model=args.model, step=result["step"], average=round(result["average"], 4))
+        for checkpoint, out in jobs:
+            policy = load_policy(args.model, config.models[args.model], path=checkpoint)
+            sets = {**benchmarks, **({"validation": validation} if validation else {})}
+            result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, args.seed)
+            if validation is not None:
+                result["validation"] = result["benchmarks"].pop("validation")
+                scores = [b["pass@1"] for b in result["benchmarks"].values()]
+                result["average"] = sum(scores) / len(scores)
+            step = checkpoint_step(checkpoint)
+            result.update(model=args.model, checkpoint=str(checkpoint), step=step)
+            _write_atomic(out, json.dumps(result) + "\n")
+            _log_event("evaluate", model=args.model, step=step, average=round(result["average"], 4))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from graft.config import load_config
+    from graft.figures import figure1, figure3a, figure3b
+    from graft.report import ReportContext, collect, table1, table2, table_clipping, table_selection, table_stored
+
+    config = load_config(args.config)
+    results = args.results or Path(config.results)
+    if not results.is_dir():
+        raise ConfigError(f"--results: no such directory {str(results)!r}")
+    benchmarks = list(config.eval.benchmarks) if config.eval else []
+    ctx = ReportContext(
+        collect(results),
+        list(config.models),
+        config.pairs,
+        config.report.paper_models,
+        benchmarks,
+        config.report.selection,
+    )
+    seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
+    tables = [table1(ctx), table2(ctx), table_stored(ctx), table_selection(ctx), table_clipping(ctx, results, seeds)]
+    out = args.out
+    summary = []
+    for table in tables:
+        if table is not None:
+            table.write(out / "tables")
+            summary.append(table.markdown())
+    seed = config.workflow.main_seeds[0]
+    figure1(ctx, results, seed, out / "figures" / "fig1_complementarity.png")
+    figure3a(ctx, results, seed, out / "figures" / "fig3a_score_vs_cost.png")
+    figure3b(ctx, out / "figures" / "fig3b_stored_vs_online.png")
+    header = f"Checkpoint selection: {config.report.selection}; scores are pass@1 (%), mean ± std over seeds.\n\n"
+    _write_atomic(out / "summary.md", header + "\n".join(summary))
+    _log_event("report", runs=len(ctx.runs), out=str(out))
+    return 0
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from graft.fetch import fetch_dataset, fetch_model
+
+    path = fetch_model(args.hub_id, args.out) if args.fetch_command == "model" else fetch_dataset(args.name, args.out)
+    _log_event("fetched", path=str(path))
     return 0
 
 
@@ -215,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--config", type=Path, required=True)
         cmd.add_argument("--out", type=Path, help="toy root (default: <results>/toy)")
         cmd.add_argument("--summary", type=Path, help="write a JSON summary here")
+        cmd.add_argument("--threads", type=int, help="torch CPU threads")
         if name == "model":
             cmd.add_argument("--name", required=True, help="which toy model")
         cmd.set_defaults(func=_cmd_toy)
@@ -222,11 +298,30 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="pass@1 of one checkpoint on the configured benchmarks")
     ev.add_argument("--config", type=Path, required=True)
     ev.add_argument("--model", required=True, help="which model of the config (its template and dtype)")
-    ev.add_argument("--checkpoint", type=Path, required=True, help="a from_pretrained directory")
-    ev.add_argument("--out", type=Path, required=True, help="result JSON")
+    ev.add_argument("--checkpoint", type=Path, help="a from_pretrained directory (with --out)")
+    ev.add_argument("--out", type=Path, help="result JSON for --checkpoint")
+    ev.add_argument("--run", type=Path, help="a training run: evaluate each of its checkpoints (with --out-dir)")
+    ev.add_argument("--out-dir", type=Path, help="one step_NNNNN.json per checkpoint of --run")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (one per evaluation repeat)")
     ev.add_argument("--threads", type=int)
     ev.set_defaults(func=_cmd_evaluate)
+
+    rep = sub.add_parser("report", help="tables (Markdown, CSV, LaTeX) and figures (PNG) from a results tree")
+    rep.add_argument("--config", type=Path, required=True)
+    rep.add_argument("--results", type=Path, help="results tree (default: the config's results)")
+    rep.add_argument("--out", type=Path, required=True, help="report directory")
+    rep.set_defaults(func=_cmd_report)
+
+    fetch = sub.add_parser("fetch", help="download a model snapshot or a dataset from the Hugging Face hub")
+    fetch_sub = fetch.add_subparsers(dest="fetch_command", required=True)
+    fm = fetch_sub.add_parser("model", help="snapshot a model repository (safetensors only)")
+    fm.add_argument("--hub-id", required=True)
+    fm.add_argument("--out", type=Path, required=True)
+    fm.set_defaults(func=_cmd_fetch)
+    fd = fetch_sub.add_parser("dataset", help="a benchmark or math_train, as normalised JSON Lines")
+    fd.add_argument("--name", required=True)
+    fd.add_argument("--out", type=Path, required=True)
+    fd.set_defaults(func=_cmd_fetch)
 
     comp = sub.add_parser("complementarity", help="Figure 1 analysis and pre-flight check for a model pair")
     comp.add_argument("--config", type=Path, required=True)

@@ -108,8 +108,6 @@ class EvalSpec:
     top_p: float = 0.95
     max_response_tokens: int | None = None
     """None: the training limit."""
-    repeats: int = 5
-    """Independent evaluations of the selected checkpoint (mean +- std in the tables)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +145,44 @@ class ToySpec:
     """Share of every split drawn from the harder level 2 (more digits)."""
 
 
+def _ablation_presets() -> list[str]:
+    from graft.methods import PRESETS
+
+    return [name for name, p in PRESETS.items() if p.table in ("2a", "2b", "F")]
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    """Which cells the workflow runs (DESIGN.md section 6); every cell is one output path."""
+
+    grpo: list[str] = field(default_factory=lambda: ["grpo_n8", "grpo_n16", "grpo_n32"])
+    """Single-model presets run for every model."""
+    pair_methods: list[str] = field(default_factory=lambda: ["graft", "hacpo", "sgt"])
+    """Co-training presets run for every pair."""
+    replay: bool = True
+    """Archive replay for every direction of every pair, from the peer's stored grpo_n8 run."""
+    ablations: list[str] = field(default_factory=_ablation_presets)
+    """Presets run on ``ablation_pair`` only (Table 2 and the delta sweep)."""
+    ablation_pair: str | None = None
+    """None: the first pair."""
+    main_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Seeds of the main comparison: grpo_n8 and graft."""
+    other_seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds of every other cell."""
+    threads: int = 1
+    """CPU threads per job (the CPU default runs jobs side by side)."""
+    gpu_hours_per_step: float = 0.0
+    """Estimated GPU-hours of one n=8 training step of one model, for ``graft plan`` (0 on the CPU default)."""
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    paper_models: dict[str, str] = field(default_factory=dict)
+    """Our model name -> the paper model it stands for (smollm3, qwen3, octothinker), to print paper values."""
+    selection: Literal["test_best", "val_best", "final"] = "test_best"
+    """Checkpoint selection for the tables; the paper's rule is the best test average."""
+
+
 @dataclass(frozen=True)
 class RunConfig:
     results: str
@@ -162,12 +198,12 @@ class RunConfig:
     pairs: dict[str, list[str]] = field(default_factory=dict)
     """Named model pairs for co-training, e.g. P1: [smollm3, qwen3]."""
 
-    seeds: list[int] = field(default_factory=lambda: [0])
-
     toy: ToySpec | None = None
     """The toy world's build settings; None for real models."""
 
     eval: EvalSpec | None = None
+    workflow: WorkflowSpec = field(default_factory=WorkflowSpec)
+    report: ReportSpec = field(default_factory=ReportSpec)
 
     def __post_init__(self) -> None:
         t = self.train
@@ -191,6 +227,22 @@ class RunConfig:
         for name, spec in self.models.items():
             if spec.template != "chat" and "{problem}" not in spec.template:
                 raise ConfigError(f"models.{name}.template: must contain '{{problem}}' or be 'chat'")
+        w = self.workflow
+        from graft.methods import PRESETS
+
+        for field_name in ("grpo", "pair_methods", "ablations"):
+            for name in getattr(w, field_name):
+                if name not in PRESETS and name not in self.methods:
+                    raise ConfigError(f"workflow.{field_name}: unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
+        if w.ablation_pair is not None and w.ablation_pair not in self.pairs:
+            raise ConfigError(
+                f"workflow.ablation_pair: unknown pair {w.ablation_pair!r}; pairs: {', '.join(self.pairs)}"
+            )
+        for model in self.report.paper_models.values():
+            if model not in ("smollm3", "qwen3", "octothinker"):
+                raise ConfigError(
+                    f"report.paper_models: {model!r} is not allowed; expected smollm3, qwen3, octothinker"
+                )
         if self.toy is not None:
             from graft.toy.task import FAMILIES
 
@@ -239,7 +291,12 @@ def load_config(path: str | Path) -> RunConfig:
     ``{results}`` in model and data paths stands for the config's results directory, so built toy models live
     under the outputs of the configuration that built them.
     """
-    data = read_yaml(path)
+    return config_from_dict(read_yaml(path))
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Validate an already parsed config (e.g. Snakemake's merged ``config``)."""
+    data = dict(data)
     results = data.get("results")
     if isinstance(results, str):
         for section in ("models", "data", "eval"):

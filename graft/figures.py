@@ -30,8 +30,11 @@ def figure1(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
         rows = read_metrics(results, "graft", pair, seed)
         for receiver in members:
             peer = next(m for m in members if m != receiver)
-            points = [(r["step"], r["peer_solved_all_fail"] / r["all_fail"]) for r in rows
-                      if r["model"] == receiver and r.get("all_fail")]  # fmt: skip
+            points = [
+                (r["step"], r["peer_solved_all_fail"] / r["all_fail"])
+                for r in rows
+                if r["model"] == receiver and r.get("all_fail")
+            ]
             if not points:
                 continue
             steps, fractions = zip(*points, strict=True)
@@ -69,8 +72,10 @@ def figure3a(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
         for method in ("grpo_n8", "grpo_n16", "grpo_n32"):
             sel = [ctx.runs.get((method, m, seed, m)) for m in (a, b)]
             if all(s is not None and s.select(ctx.rule) for s in sel):
-                cost = sum(_cost_to(read_metrics(results, method, m, seed), s.select(ctx.rule).step)
-                           for m, s in zip((a, b), sel, strict=True))  # fmt: skip
+                cost = sum(
+                    _cost_to(read_metrics(results, method, m, seed), s.select(ctx.rule).step)
+                    for m, s in zip((a, b), sel, strict=True)
+                )
                 points[method] = (cost, statistics.fmean(s.select(ctx.rule).average for s in sel))
         for method in ("graft", "hacpo", "sgt"):
             sel = [ctx.runs.get((method, pair, seed, m)) for m in (a, b)]
@@ -80,8 +85,10 @@ def figure3a(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
                 points[method] = (cost, statistics.fmean(s.select(ctx.rule).average for s in sel))
         stored = [ctx.runs.get(("replay", f"{m}_from_{p}", seed, m)) for m, p in ((a, b), (b, a))]
         if all(s is not None and s.select(ctx.rule) for s in stored):
-            cost = sum(_cost_to(read_metrics(results, "replay", f"{m}_from_{p}", seed), s.select(ctx.rule).step)
-                       for (m, p), s in zip(((a, b), (b, a)), stored, strict=True))  # fmt: skip
+            cost = sum(
+                _cost_to(read_metrics(results, "replay", f"{m}_from_{p}", seed), s.select(ctx.rule).step)
+                for (m, p), s in zip(((a, b), (b, a)), stored, strict=True)
+            )
             points["replay"] = (cost, statistics.fmean(s.select(ctx.rule).average for s in stored))
         grpo = [points[m] for m in ("grpo_n8", "grpo_n16", "grpo_n32") if m in points]
         if grpo:

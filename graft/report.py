@@ -163,8 +163,7 @@ class Table:
         return [[_fmt(v) for v in row] for row in self.rows]
 
     def markdown(self) -> str:
-        lines = [f"**{self.caption}**", "", "| " + " | ".join(self.header) + " |",
-                 "|" + "---|" * len(self.header)]  # fmt: skip
+        lines = [f"**{self.caption}**", "", "| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
         lines += ["| " + " | ".join(row) + " |" for row in self.cells()]
         return "\n".join(lines) + "\n"
 
@@ -178,9 +177,15 @@ class Table:
 
     def latex(self) -> str:
         esc = lambda s: s.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")  # noqa: E731
-        lines = [r"\begin{table}[t]", r"\centering", r"\caption{" + esc(self.caption) + "}",
-                 r"\begin{tabular}{" + "l" + "r" * (len(self.header) - 1) + "}", r"\toprule",
-                 " & ".join(esc(h) for h in self.header) + r" \\", r"\midrule"]  # fmt: skip
+        lines = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\caption{" + esc(self.caption) + "}",
+            r"\begin{tabular}{" + "l" + "r" * (len(self.header) - 1) + "}",
+            r"\toprule",
+            " & ".join(esc(h) for h in self.header) + r" \\",
+            r"\midrule",
+        ]
         lines += [" & ".join(esc(c) for c in row) + r" \\" for row in self.cells()]
         lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(lines) + "\n"
@@ -234,8 +239,7 @@ class ReportContext:
 
 
 def table1(ctx: ReportContext) -> Table:
-    header = ["updated", "peer", "method", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "Δ 95% CI", "paper avg",
-              "paper Δ"]  # fmt: skip
+    header = ["updated", "peer", "method", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "Δ 95% CI", "paper avg", "paper Δ"]
     rows = []
     for model in ctx.models:
         base = aggregate(ctx.runs, "grpo_n8", model, model, ctx.rule)
@@ -252,11 +256,22 @@ def table1(ctx: ReportContext) -> Table:
                 per_bench = [aggregate(ctx.runs, method, cell_name, model, ctx.rule, b).mean for b in ctx.benchmarks]
                 paper_value = paper_average(ctx.paper(model), method, ctx.paper(peer) if peer else None)
                 ci = paired_bootstrap(cell.points, base.points) if method != "grpo_n8" else None
-                rows.append([model, peer or "", PRESETS[method].label, *per_bench, _pm(cell),
-                             _delta(cell.mean, base.mean) if method != "grpo_n8" else None, ci, paper_value,
-                             _delta(paper_value, paper_base) if method != "grpo_n8" else None])  # fmt: skip
-    return Table("table1", "Table 1: five-benchmark pass@1 (%) by updated model and peer; paper values beside ours",
-                 header, rows)  # fmt: skip
+                rows.append(
+                    [
+                        model,
+                        peer or "",
+                        PRESETS[method].label,
+                        *per_bench,
+                        _pm(cell),
+                        _delta(cell.mean, base.mean) if method != "grpo_n8" else None,
+                        ci,
+                        paper_value,
+                        _delta(paper_value, paper_base) if method != "grpo_n8" else None,
+                    ]
+                )
+    return Table(
+        "table1", "Table 1: five-benchmark pass@1 (%) by updated model and peer; paper values beside ours", header, rows
+    )
 
 
 ABLATION_ROWS = [name for name, p in PRESETS.items() if p.table in ("2a", "2b", "F")]
@@ -279,16 +294,31 @@ def table2(ctx: ReportContext) -> Table | None:
             cell = aggregate(ctx.runs, method, cell_name, model, ctx.rule)
             paper_value = paper_average(ctx.paper(model), method, ctx.paper(peer))
             paper_full = paper_average(ctx.paper(model), "graft", ctx.paper(peer))
-            row += [_pm(cell), _delta(cell.mean, full[model].mean) if method != "graft" else None, paper_value,
-                    _delta(paper_value, paper_full) if method != "graft" else None]  # fmt: skip
+            row += [
+                _pm(cell),
+                _delta(cell.mean, full[model].mean) if method != "graft" else None,
+                paper_value,
+                _delta(paper_value, paper_full) if method != "graft" else None,
+            ]
         rows.append(row)
-    return Table("table2_ablations", f"Table 2: ablations and alternative designs on {pair_name}; Δ vs full GRAFT",
-                 header, rows)  # fmt: skip
+    return Table(
+        "table2_ablations", f"Table 2: ablations and alternative designs on {pair_name}; Δ vs full GRAFT", header, rows
+    )
 
 
 def table_stored(ctx: ReportContext) -> Table:
-    header = ["updated", "peer", "GRPO n=8", "GRAFT online", "stored", "Δ online", "Δ stored", "paper online",
-              "paper stored", "paper Δ stored"]  # fmt: skip
+    header = [
+        "updated",
+        "peer",
+        "GRPO n=8",
+        "GRAFT online",
+        "stored",
+        "Δ online",
+        "Δ stored",
+        "paper online",
+        "paper stored",
+        "paper Δ stored",
+    ]
     rows = []
     for model in ctx.models:
         base = aggregate(ctx.runs, "grpo_n8", model, model, ctx.rule)
@@ -301,8 +331,20 @@ def table_stored(ctx: ReportContext) -> Table:
             stored = aggregate(ctx.runs, "replay", f"{model}_from_{peer}", model, ctx.rule)
             p_on = paper_average(ctx.paper(model), "graft", ctx.paper(peer))
             p_st = paper_average(ctx.paper(model), "replay", ctx.paper(peer))
-            rows.append([model, peer, _pm(base), _pm(online), _pm(stored), _delta(online.mean, base.mean),
-                         _delta(stored.mean, base.mean), p_on, p_st, _delta(p_st, pb)])  # fmt: skip
+            rows.append(
+                [
+                    model,
+                    peer,
+                    _pm(base),
+                    _pm(online),
+                    _pm(stored),
+                    _delta(online.mean, base.mean),
+                    _delta(stored.mean, base.mean),
+                    p_on,
+                    p_st,
+                    _delta(p_st, pb),
+                ]
+            )
     return Table("table_stored", "Stored peer trajectories (archive replay) vs online co-training", header, rows)
 
 
@@ -314,8 +356,12 @@ def table_selection(ctx: ReportContext) -> Table:
             aggregate(ctx.runs, method, cell_name, model, rule).mean for rule in ("test_best", "val_best", "final")
         ]
         rows.append([method, cell_name, model, *values, _delta(values[0], values[1])])
-    return Table("table_selection", "Checkpoint selection: how much picking the best test checkpoint inflates scores",
-                 header, rows)  # fmt: skip
+    return Table(
+        "table_selection",
+        "Checkpoint selection: how much picking the best test checkpoint inflates scores",
+        header,
+        rows,
+    )
 
 
 def read_metrics(results: Path, method: str, cell: str, seed: int) -> list[dict]:
@@ -341,7 +387,14 @@ def table_clipping(ctx: ReportContext, results: Path, seeds: list[int]) -> Table
                             own.append(100 * row["clip_frac_own"])
                         if row.get("clip_frac_peer") is not None:
                             peer.append(100 * row["clip_frac_peer"])
-            rows.append([PRESETS[method].label, model, statistics.fmean(own) if own else None,
-                         statistics.fmean(peer) if peer else None])  # fmt: skip
-    return Table("table_clipping", f"Clipped-token fractions by peer minibatch position ({pair_name}, appendix H)",
-                 header, rows)  # fmt: skip
+            rows.append(
+                [
+                    PRESETS[method].label,
+                    model,
+                    statistics.fmean(own) if own else None,
+                    statistics.fmean(peer) if peer else None,
+                ]
+            )
+    return Table(
+        "table_clipping", f"Clipped-token fractions by peer minibatch position ({pair_name}, appendix H)", header, rows
+    )

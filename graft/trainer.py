@@ -272,10 +272,17 @@ class Trainer:
             t0 = time.perf_counter()
             prompt_texts = [lr.policy.prompt_text(p.problem) for p in batch]
             groups, ex = build_groups(
-                self.method, lr.policy, records[lr.name], peer_records, selected, prompt_texts,
-                step_generator(self.req.seed, step, SALT_SELECT * 10 + zlib.crc32(lr.name.encode())), omega_own_peer,
-                self.cfg.train.temperature, self.cfg.train.micro_batch,
-            )  # fmt: skip
+                self.method,
+                lr.policy,
+                records[lr.name],
+                peer_records,
+                selected,
+                prompt_texts,
+                step_generator(self.req.seed, step, SALT_SELECT * 10 + zlib.crc32(lr.name.encode())),
+                omega_own_peer,
+                self.cfg.train.temperature,
+                self.cfg.train.micro_batch,
+            )
             info["scoring_s"] = time.perf_counter() - t0
             info.update(ex.metrics())
             info["candidates"] = n_cand
@@ -308,9 +315,17 @@ class Trainer:
             if any(groups[gi].grafted for gi in chunk.tolist()):
                 peer_positions.append(m)
             stats = minibatch_update(
-                self.method, lr.policy, lr.optimizer, rows, m, self.cfg.train.grad_clip, self.cfg.train.micro_batch,
-                lr.ref_model, omega_src_learner, self.cfg.train.temperature,
-            )  # fmt: skip
+                self.method,
+                lr.policy,
+                lr.optimizer,
+                rows,
+                m,
+                self.cfg.train.grad_clip,
+                self.cfg.train.micro_batch,
+                lr.ref_model,
+                omega_src_learner,
+                self.cfg.train.temperature,
+            )
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value
         updates = max(len(order), 1)
@@ -332,10 +347,6 @@ class Trainer:
 
     def run(self, log=lambda fields: None) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
-        if self.req.resume:
-            self.restore()
-        elif (self.out / "metrics.jsonl").exists():
-            (self.out / "metrics.jsonl").unlink()
         meta = {
             "method": self.method.to_dict(),
             "models": self.req.models,
@@ -343,6 +354,20 @@ class Trainer:
             "steps": self.req.steps,
             "peer_archive": str(self.req.peer_archive) if self.req.peer_archive else None,
         }
+        previous = self.out / "run.json"
+        if self.req.resume and previous.is_file():
+            old = json.loads(previous.read_text())
+            if any(old.get(k) != meta[k] for k in ("method", "models", "seed")):
+                raise ConfigError(
+                    f"--resume: {str(self.out)!r} holds a run of another method, models or seed; "
+                    "remove it or choose another --out"
+                )
+        (self.out / "done.json").unlink(missing_ok=True)
+        if self.req.resume:
+            self.restore()
+        else:
+            shutil.rmtree(self.out / "checkpoints", ignore_errors=True)
+            (self.out / "metrics.jsonl").unlink(missing_ok=True)
         (self.out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
         every = self.cfg.train.checkpoint_every
         try:
@@ -356,4 +381,20 @@ class Trainer:
                     self.save_checkpoint(step + 1)
         finally:
             self.grader.close()
+        self._write_done()
         return self.out / "metrics.jsonl"
+
+    def _write_done(self) -> None:
+        """The run's completion record: written last and atomically, so its presence means a finished run."""
+        rows = [json.loads(line) for line in (self.out / "metrics.jsonl").read_text().splitlines() if line]
+        by_step = {r["step"]: r for r in rows}
+        done = {
+            "models": self.req.models,
+            "steps": self.req.steps,
+            "checkpoints": sorted(p.name for p in (self.out / "checkpoints").glob("step_*") if p.is_dir()),
+            "wall_hours": sum(r["step_time_s"] for r in by_step.values()) / 3600,
+            "gpu_hours": sum(r["gpu_hours"] for r in by_step.values()),
+        }
+        tmp = self.out / ".done.json.tmp"
+        tmp.write_text(json.dumps(done, indent=2) + "\n")
+        tmp.replace(self.out / "done.json")

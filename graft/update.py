@@ -58,10 +58,21 @@ def _chunk_loss(
                 )
         src = torch.tensor([r.src_mean_ll for r in rows])
         return hacpo_loss(
-            logp, old, ref, mask, is_peer, adv, src, omega_src_learner, update_index,
-            clip_low=method.hacpo_clip_low, clip_high=method.hacpo_clip_high,
-            cross_delta=method.hacpo_cross_delta, cross_step=method.hacpo_cross_step, kl_coef=method.kl_coef,
-        )  # fmt: skip
+            logp,
+            old,
+            ref,
+            mask,
+            is_peer,
+            adv,
+            src,
+            omega_src_learner,
+            update_index,
+            clip_low=method.hacpo_clip_low,
+            clip_high=method.hacpo_clip_high,
+            cross_delta=method.hacpo_cross_delta,
+            cross_step=method.hacpo_cross_step,
+            kl_coef=method.kl_coef,
+        )
     return RATIO_OBJECTIVES[method.ratio](logp, old, adv, weights, mask, *eps, is_peer=is_peer)
 
 
@@ -100,9 +111,12 @@ def minibatch_update(
         for start in range(0, len(nll_rows), micro_batch):
             chunk = nll_rows[start : start + micro_batch]
             logp, mask = response_logprobs(
-                policy.model, [r.prompt_ids for r in chunk], [r.response_ids for r in chunk], policy.pad_token_id,
+                policy.model,
+                [r.prompt_ids for r in chunk],
+                [r.response_ids for r in chunk],
+                policy.pad_token_id,
                 temperature,
-            )  # fmt: skip
+            )
             share = sum(1 for r in chunk if r.response_ids) / max(total_nll, 1)
             nll = sgt_nll(logp, mask)
             (method.nll_coef * nll * share).backward()

@@ -84,9 +84,17 @@ def tiny_toy(tmp_path_factory):
     config["toy"]["test_per_family"], config["toy"]["validation_per_family"] = 4, 2
     config["toy"]["train_per_family"] = 10
     for name, spec in TINY.items():
-        config["toy"]["models"][name] = {**spec, "vocab_size": 280, "hidden": 32, "layers": 2, "heads": 2,
-                                         "mix": {"add": 1.0, "mul": 1.0}, "steps": 3, "examples": 64,
-                                         "batch_size": 8}  # fmt: skip
+        config["toy"]["models"][name] = {
+            **spec,
+            "vocab_size": 280,
+            "hidden": 32,
+            "layers": 2,
+            "heads": 2,
+            "mix": {"add": 1.0, "mul": 1.0},
+            "steps": 3,
+            "examples": 64,
+            "batch_size": 8,
+        }
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     assert main(["toy", "build", "--config", str(path), "--summary", str(root / "build.json")]) == 0
@@ -119,8 +127,19 @@ def test_toy_model_build_is_deterministic(tiny_toy, tmp_path):
 
 def test_complementarity_report(forced_world, tmp_path):
     out = tmp_path / "comp.json"
-    code = main(["complementarity", "--config", str(forced_world["config"]), "--models", "A,B",
-                 "--data", str(forced_world["data"]), "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "complementarity",
+            "--config",
+            str(forced_world["config"]),
+            "--models",
+            "A,B",
+            "--data",
+            str(forced_world["data"]),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     for direction in ("A->B", "B->A"):

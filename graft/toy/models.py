@@ -80,22 +80,39 @@ def build_model(spec: ToyArch, tokenizer, max_positions: int = 256, seed: int = 
     head_dim = spec.hidden // spec.heads
     if spec.arch == "qwen3":
         config = Qwen3Config(
-            hidden_size=spec.hidden, intermediate_size=3 * spec.hidden, num_hidden_layers=spec.layers,
-            num_attention_heads=spec.heads, num_key_value_heads=max(1, spec.heads // 2), head_dim=head_dim,
-            max_position_embeddings=max_positions, attention_dropout=0.0, **common,
-        )  # fmt: skip
+            hidden_size=spec.hidden,
+            intermediate_size=3 * spec.hidden,
+            num_hidden_layers=spec.layers,
+            num_attention_heads=spec.heads,
+            num_key_value_heads=max(1, spec.heads // 2),
+            head_dim=head_dim,
+            max_position_embeddings=max_positions,
+            attention_dropout=0.0,
+            **common,
+        )
     elif spec.arch == "smollm3":
         config = SmolLM3Config(
-            hidden_size=spec.hidden, intermediate_size=3 * spec.hidden, num_hidden_layers=spec.layers,
-            num_attention_heads=spec.heads, num_key_value_heads=max(1, spec.heads // 2),
-            max_position_embeddings=max_positions, attention_dropout=0.0,
-            no_rope_layers=[int((i + 1) % 4 != 0) for i in range(spec.layers)], **common,
-        )  # fmt: skip
+            hidden_size=spec.hidden,
+            intermediate_size=3 * spec.hidden,
+            num_hidden_layers=spec.layers,
+            num_attention_heads=spec.heads,
+            num_key_value_heads=max(1, spec.heads // 2),
+            max_position_embeddings=max_positions,
+            attention_dropout=0.0,
+            no_rope_layers=[int((i + 1) % 4 != 0) for i in range(spec.layers)],
+            **common,
+        )
     elif spec.arch == "gpt2":
         config = GPT2Config(
-            n_embd=spec.hidden, n_layer=spec.layers, n_head=spec.heads, n_positions=max_positions,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **common,
-        )  # fmt: skip
+            n_embd=spec.hidden,
+            n_layer=spec.layers,
+            n_head=spec.heads,
+            n_positions=max_positions,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **common,
+        )
     else:
         raise ValueError(f"unknown toy architecture {spec.arch!r}")
     torch.manual_seed(seed)

@@ -1,0 +1,74 @@
+"""The workflow's cells from a config: what ``snakemake all`` will train and evaluate, and what it will cost.
+
+Every cell (method x model or pair x seed) is one directory ``runs/<method>/<cell>/seed<S>``; the Snakefile
+asks this module for the list, and ``graft plan`` prints it with an estimate of GPU-hours before anyone submits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graft.config import RunConfig
+from graft.errors import ConfigError
+from graft.methods import get_method
+
+
+@dataclass(frozen=True)
+class Cell:
+    method: str
+    cell: str
+    """A model name, a pair name, or "<receiver>_from_<peer>" for archive replay."""
+    seed: int
+    models: tuple[str, ...]
+    peer: str | None = None
+    """Replay: the model whose stored grpo_n8 run is replayed."""
+
+    @property
+    def run_dir(self) -> str:
+        return f"runs/{self.method}/{self.cell}/seed{self.seed}"
+
+    @property
+    def archive(self) -> str | None:
+        """The peer's stored trajectories, relative to the results directory."""
+        if self.peer is None:
+            return None
+        return f"runs/grpo_n8/{self.peer}/seed{self.seed}/trajectories/{self.peer}"
+
+
+def training_cells(cfg: RunConfig) -> list[Cell]:
+    w = cfg.workflow
+    if not set(w.other_seeds) <= set(w.main_seeds) and w.replay:
+        raise ConfigError("workflow.other_seeds: replay needs the peer's grpo_n8 run, so use seeds of main_seeds")
+    cells = []
+    for model in cfg.models:
+        for method in w.grpo:
+            seeds = w.main_seeds if method == "grpo_n8" else w.other_seeds
+            cells += [Cell(method, model, s, (model,)) for s in seeds]
+    for pair, (a, b) in cfg.pairs.items():
+        for method in w.pair_methods:
+            seeds = w.main_seeds if method == "graft" else w.other_seeds
+            cells += [Cell(method, pair, s, (a, b)) for s in seeds]
+        if w.replay:
+            for receiver, peer in ((a, b), (b, a)):
+                cells += [Cell("replay", f"{receiver}_from_{peer}", s, (receiver,), peer) for s in w.other_seeds]
+    if cfg.pairs and w.ablations:
+        pair = w.ablation_pair or next(iter(cfg.pairs))
+        cells += [Cell(m, pair, s, tuple(cfg.pairs[pair])) for m in w.ablations for s in w.other_seeds]
+    for c in cells:
+        get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
+    return cells
+
+
+def checkpoint_steps(cfg: RunConfig) -> list[int]:
+    """Steps at which the trainer saves a checkpoint: every checkpoint_every steps and the last step."""
+    every, steps = cfg.train.checkpoint_every, cfg.train.steps
+    return sorted({*range(every, steps + 1, every), steps})
+
+
+def estimate_gpu_hours(cfg: RunConfig, cells: list[Cell]) -> float:
+    """Training GPU-hours of all cells: steps x models x n/8 x workflow.gpu_hours_per_step."""
+    total = 0.0
+    for c in cells:
+        n = get_method(c.method, cfg.methods).n
+        total += cfg.train.steps * len(c.models) * (n / 8) * cfg.workflow.gpu_hours_per_step
+    return total

@@ -1,0 +1,40 @@
+from pathlib import Path
+
+from graft.toy.task import FAMILIES
+
+if TOY:
+
+    rule toy_data:
+        """The synthetic task's splits: warm-up pool, RL prompts, validation and one test set per family."""
+        input:
+            ancient(RUN_CONFIG),
+        output:
+            warmup=f"{R}/toy/data/warmup.jsonl",
+            train=f"{R}/toy/data/train.jsonl",
+            validation=f"{R}/toy/data/validation.jsonl",
+            tests=expand(f"{R}/toy/data/test/{{family}}.jsonl", family=FAMILIES),
+        log:
+            f"{R}/logs/toy_data.log",
+        conda:
+            "../envs/graft.yaml"
+        params:
+            root=lambda wc, output: Path(output.train).parent.parent,
+            settings=lambda wc: json.dumps(
+                {k: v for k, v in config["toy"].items() if k != "models"},
+                sort_keys=True,
+            ),
+        shell:
+            "graft toy data --config {input} --out {params.root} 2> {log}"
+
+else:
+
+    rule fetch_dataset:
+        """A benchmark, the MATH train split or the validation set, from the hub as JSON Lines."""
+        output:
+            f"{R}/data/{{dataset}}.jsonl",
+        log:
+            f"{R}/logs/fetch/{{dataset}}.log",
+        conda:
+            "../envs/graft.yaml"
+        shell:
+            "graft fetch dataset --name {wildcards.dataset} --out {output} 2> {log}"

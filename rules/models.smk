@@ -1,0 +1,42 @@
+if TOY:
+
+    rule toy_model:
+        """A tiny model: tokenizer trained from scratch, fresh weights, supervised warm-up, save_pretrained."""
+        input:
+            config=ancient(RUN_CONFIG),
+            warmup=f"{R}/toy/data/warmup.jsonl",
+        output:
+            directory(f"{R}/toy/models/{{model}}"),
+        log:
+            f"{R}/logs/toy_model/{{model}}.log",
+        conda:
+            "../envs/graft.yaml"
+        threads: CFG.workflow.threads
+        params:
+            root=lambda wc, input: Path(input.warmup).parent.parent,
+            settings=lambda wc: json.dumps(
+                [
+                    config["toy"]["models"][wc.model],
+                    config["models"][wc.model],
+                    config["toy"]["seed"],
+                ],
+                sort_keys=True,
+            ),
+        shell:
+            "graft toy model --config {input.config} --name {wildcards.model} --out {params.root}"
+            " --threads {threads} 2> {log}"
+
+else:
+
+    rule fetch_model:
+        """A model snapshot (safetensors, config, tokenizer) from the Hugging Face hub."""
+        output:
+            directory(f"{R}/models/{{model}}"),
+        log:
+            f"{R}/logs/fetch_model/{{model}}.log",
+        conda:
+            "../envs/graft.yaml"
+        params:
+            hub_id=lambda wc: CFG.models[wc.model].hub_id,
+        shell:
+            "graft fetch model --hub-id {params.hub_id} --out {output} 2> {log}"

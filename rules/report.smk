@@ -1,0 +1,28 @@
+rule report:
+    """Table 1, Table 2, the stored-trajectory, selection and clipping tables, Figures 1, 3a and 3b."""
+    input:
+        config=ancient(RUN_CONFIG),
+        evals=all_eval_files(),
+        runs=[f"{R}/{c.run_dir}/done.json" for c in CELLS.values()],
+    output:
+        summary=report(
+            report_files()["summary"],
+            caption="../workflow/report/summary.rst",
+            category="Tables",
+        ),
+        tables=report_files()["tables"],
+        figures=report(
+            report_files()["figures"],
+            caption="../workflow/report/figures.rst",
+            category="Figures",
+        ),
+    log:
+        f"{R}/logs/report.log",
+    conda:
+        "../envs/graft.yaml"
+    params:
+        out=lambda wc, output: Path(output.summary).parent,
+        results=lambda wc, input: Path(input.config).parent,
+        settings=lambda wc: json.dumps(config.get("report", {}), sort_keys=True),
+    shell:
+        "graft report --config {input.config} --results {params.results} --out {params.out} 2> {log}"
