@@ -175,42 +175,53 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if config.eval is None:
         raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
-    if args.model not in config.models:
-        raise ConfigError(f"--model: unknown model {args.model!r}; models: {', '.join(config.models)}")
     if (args.checkpoint is None) == (args.run is None):
-        raise ConfigError("evaluate: give either --checkpoint DIR with --out FILE, or --run DIR with --out-dir DIR")
+        raise ConfigError("evaluate: give either --checkpoint DIR with --model and --out, or --run DIR with --out-dir")
     if args.checkpoint is not None:
-        if args.out is None:
-            raise ConfigError("--out: required with --checkpoint")
-        jobs = [(check_model_dir(args.checkpoint, "--checkpoint"), args.out)]
+        if args.out is None or args.model is None:
+            raise ConfigError("evaluate: --checkpoint needs --model and --out")
+        models = [args.model]
+        jobs = [(args.model, check_model_dir(args.checkpoint, "--checkpoint"), args.out)]
     else:
         if args.out_dir is None:
             raise ConfigError("--out-dir: required with --run")
-        found = sorted((args.run / "checkpoints").glob(f"step_*/{args.model}"))
-        if not found:
-            raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {args.model!r}")
-        jobs = [(check_model_dir(c, "--run"), args.out_dir / f"{c.parent.name}.json") for c in found]
+        run_meta = args.run / "run.json"
+        if not run_meta.is_file():
+            raise ConfigError(f"--run: {str(args.run)!r} is not a training run (no run.json)")
+        models = [args.model] if args.model else json.loads(run_meta.read_text())["models"]
+        jobs = []
+        for model in models:
+            found = sorted((args.run / "checkpoints").glob(f"step_*/{model}"))
+            if not found:
+                raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {model!r}")
+            jobs += [
+                (model, check_model_dir(c, "--run"), args.out_dir / model / f"{c.parent.name}.json") for c in found
+            ]
+    for model in models:
+        if model not in config.models:
+            raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
     spec = config.eval
-    benchmarks = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
-    validation = load_benchmark(spec.validation, "eval.validation") if spec.validation else None
+    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
+    if spec.validation:
+        sets["validation"] = load_benchmark(spec.validation, "eval.validation")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     max_tokens = spec.max_response_tokens or config.train.max_response_tokens
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        for checkpoint, out in jobs:
-            policy = load_policy(args.model, config.models[args.model], path=checkpoint)
-            sets = {**benchmarks, **({"validation": validation} if validation else {})}
+        for model, checkpoint, out in jobs:
+            policy = load_policy(model, config.models[model], path=checkpoint)
             result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, args.seed)
-            if validation is not None:
+            if spec.validation:
+                # the validation set is for checkpoint selection only; the score averages the benchmarks
                 result["validation"] = result["benchmarks"].pop("validation")
                 scores = [b["pass@1"] for b in result["benchmarks"].values()]
                 result["average"] = sum(scores) / len(scores)
             step = checkpoint_step(checkpoint)
-            result.update(model=args.model, checkpoint=str(checkpoint), step=step)
+            result.update(model=model, checkpoint=str(checkpoint), step=step)
             _write_atomic(out, json.dumps(result) + "\n")
-            _log_event("evaluate", model=args.model, step=step, average=round(result["average"], 4))
+            _log_event("evaluate", model=model, step=step, average=round(result["average"], 4))
     return 0
 
 
@@ -258,6 +269,31 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from graft.config import load_config
+    from graft.plan import checkpoint_steps, estimate_gpu_hours, training_cells
+
+    config = load_config(args.config)
+    cells = training_cells(config)
+    by_method = Counter(c.method for c in cells)
+    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(config)) + len(config.models)
+    print(f"config {args.config}: {len(cells)} training cells, {evaluations} checkpoint evaluations")
+    print(f"{'method':<30} {'cells':>5}")
+    for method, count in by_method.items():
+        print(f"{method:<30} {count:>5}")
+    hours = estimate_gpu_hours(config, cells)
+    if hours:
+        print(
+            f"estimated training GPU-hours: {hours:,.0f} (workflow.gpu_hours_per_step = "
+            f"{config.workflow.gpu_hours_per_step} per n=8 model-step)"
+        )
+    else:
+        print("estimated training GPU-hours: 0 (a CPU configuration; set workflow.gpu_hours_per_step to estimate)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graft", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -297,14 +333,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", help="pass@1 of one checkpoint on the configured benchmarks")
     ev.add_argument("--config", type=Path, required=True)
-    ev.add_argument("--model", required=True, help="which model of the config (its template and dtype)")
+    ev.add_argument("--model", help="which model of the config (default with --run: every model of the run)")
     ev.add_argument("--checkpoint", type=Path, help="a from_pretrained directory (with --out)")
     ev.add_argument("--out", type=Path, help="result JSON for --checkpoint")
     ev.add_argument("--run", type=Path, help="a training run: evaluate each of its checkpoints (with --out-dir)")
-    ev.add_argument("--out-dir", type=Path, help="one step_NNNNN.json per checkpoint of --run")
+    ev.add_argument("--out-dir", type=Path, help="<model>/step_NNNNN.json per checkpoint of --run")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (one per evaluation repeat)")
     ev.add_argument("--threads", type=int)
     ev.set_defaults(func=_cmd_evaluate)
+
+    plan = sub.add_parser("plan", help="cells, evaluations and estimated GPU-hours of a config, before submitting")
+    plan.add_argument("--config", type=Path, required=True)
+    plan.set_defaults(func=_cmd_plan)
 
     rep = sub.add_parser("report", help="tables (Markdown, CSV, LaTeX) and figures (PNG) from a results tree")
     rep.add_argument("--config", type=Path, required=True)

@@ -170,7 +170,9 @@ class WorkflowSpec:
     other_seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds of every other cell."""
     threads: int = 1
-    """CPU threads per job (the CPU default runs jobs side by side)."""
+    """CPU threads per training or evaluation job (the CPU default runs such jobs side by side)."""
+    build_threads: int = 2
+    """CPU threads per toy-model build (warm-up scales better across threads than two builds side by side)."""
     gpu_hours_per_step: float = 0.0
     """Estimated GPU-hours of one n=8 training step of one model, for ``graft plan`` (0 on the CPU default)."""
 

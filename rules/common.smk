@@ -11,6 +11,8 @@ RUN_CONFIG = f"{R}/config.yaml"
 CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 STEPS = checkpoint_steps(CFG)
 TOY = CFG.toy is not None
+# Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
+COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
 
 
 wildcard_constraints:
@@ -40,19 +42,12 @@ def train_inputs(wc):
     return inputs
 
 
-def eval_files(c, model):
-    return [
-        f"{R}/eval/{c.method}/{c.cell}/seed{c.seed}/{model}/step_{s:05d}.json"
-        for s in STEPS
-    ]
-
-
-def all_eval_files():
+def all_eval_outputs():
+    """The base model's evaluation per model and one evaluation directory per training cell."""
     files = [f"{R}/eval/base/{m}/seed0/{m}/step_00000.json" for m in CFG.models]
-    for c in CELLS.values():
-        for model in c.models:
-            files += eval_files(c, model)
-    return files
+    return files + [
+        f"{R}/eval/{c.method}/{c.cell}/seed{c.seed}" for c in CELLS.values()
+    ]
 
 
 def train_settings():

@@ -1,3 +1,6 @@
+from pathlib import Path
+
+
 rule evaluate_base:
     """The model before any RL (step 0), once per model."""
     input:
@@ -9,7 +12,7 @@ rule evaluate_base:
     log:
         f"{R}/logs/eval/base/{{model}}.log",
     conda:
-        "../envs/graft.yaml"
+        COMPUTE_ENV
     threads: CFG.workflow.threads
     params:
         settings=lambda wc: eval_settings(),
@@ -19,25 +22,21 @@ rule evaluate_base:
 
 
 rule evaluate_run:
-    """pass@1 of every checkpoint of one model in one training cell, one JSON per checkpoint."""
+    """pass@1 of every checkpoint of every model of one training cell: <model>/step_NNNNN.json inside."""
     input:
         config=ancient(RUN_CONFIG),
         done=f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
         benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
     output:
-        [
-            f"{R}/eval/{{method}}/{{cell}}/seed{{seed}}/{{model}}/step_{s:05d}.json"
-            for s in STEPS
-        ],
+        directory(f"{R}/eval/{{method}}/{{cell}}/seed{{seed}}"),
     log:
-        f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}/{{model}}.log",
+        f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}.log",
     conda:
-        "../envs/graft.yaml"
+        COMPUTE_ENV
     threads: CFG.workflow.threads
     params:
-        run=lambda wc: f"{R}/{cell_of(wc).run_dir}",
-        out_dir=lambda wc: f"{R}/eval/{wc.method}/{wc.cell}/seed{wc.seed}/{wc.model}",
+        run=lambda wc, input: Path(input.done).parent,
         settings=lambda wc: eval_settings(),
     shell:
-        "graft evaluate --config {input.config} --model {wildcards.model} --run {params.run}"
-        " --out-dir {params.out_dir} --threads {threads} 2> {log}"
+        "graft evaluate --config {input.config} --run {params.run} --out-dir {output}"
+        " --threads {threads} 2> {log}"

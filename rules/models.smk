@@ -11,7 +11,7 @@ if TOY:
             f"{R}/logs/toy_model/{{model}}.log",
         conda:
             "../envs/graft.yaml"
-        threads: CFG.workflow.threads
+        threads: CFG.workflow.build_threads
         params:
             root=lambda wc, input: Path(input.warmup).parent.parent,
             settings=lambda wc: json.dumps(

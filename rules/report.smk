@@ -2,7 +2,7 @@ rule report:
     """Table 1, Table 2, the stored-trajectory, selection and clipping tables, Figures 1, 3a and 3b."""
     input:
         config=ancient(RUN_CONFIG),
-        evals=all_eval_files(),
+        evals=all_eval_outputs(),
         runs=[f"{R}/{c.run_dir}/done.json" for c in CELLS.values()],
     output:
         summary=report(

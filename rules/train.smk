@@ -7,7 +7,7 @@ rule train:
     log:
         f"{R}/logs/train/{{method}}/{{cell}}/seed{{seed}}.log",
     conda:
-        "../envs/graft.yaml"
+        COMPUTE_ENV
     threads: CFG.workflow.threads
     params:
         out=lambda wc: f"{R}/{cell_of(wc).run_dir}",

@@ -1,0 +1,84 @@
+"""The run config: the shipped configs load, bad fields are refused with one line, the plan counts cells."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from graft.cli import main
+from graft.config import config_from_dict, load_config
+from graft.errors import ConfigError
+from graft.plan import checkpoint_steps, training_cells
+
+CONFIGS = ("config/config.yaml", "config/smoke.yaml", "config/paper.yaml")
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_shipped_configs_load_and_plan(path):
+    cfg = load_config(path)
+    cells = training_cells(cfg)
+    assert cells and all(len(c.models) in (1, 2) for c in cells)
+    assert checkpoint_steps(cfg)[-1] == cfg.train.steps
+    assert "{results}" not in cfg.models[next(iter(cfg.models))].path
+
+
+def test_paper_config_matches_the_papers_settings():
+    cfg = load_config("config/paper.yaml")
+    t = cfg.train
+    assert (t.steps, t.prompts_per_step, t.minibatches, t.lr, t.weight_decay, t.grad_clip) == (
+        174,
+        128,
+        4,
+        1e-6,
+        0.01,
+        1.0,
+    )
+    assert (t.max_prompt_tokens, t.max_response_tokens, t.temperature, t.top_p) == (2048, 4096, 1.0, 1.0)
+    assert (cfg.eval.k, cfg.eval.temperature, cfg.eval.top_p) == (8, 0.6, 0.95)
+    assert cfg.pairs == {"P1": ["smollm3", "qwen3"], "P2": ["qwen3", "octothinker"], "P3": ["smollm3", "octothinker"]}
+    # 3 models x (3 + 1 + 1) GRPO, 3 pairs x (3 GRAFT + HACPO + SGT + 2 replays), 16 ablations
+    assert len(training_cells(cfg)) == 15 + 21 + 16
+
+
+def base() -> dict:
+    return yaml.safe_load(Path("config/smoke.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c["train"].update(steps=0), "train.steps: 0 is not allowed; expected an integer >= 1"),
+        (lambda c: c["train"].update(top_p=1.5), "train.top_p: 1.5 is not allowed"),
+        (lambda c: c["train"].update(lr="fast"), "config.train.lr: 'fast' is not allowed; expected float"),
+        (lambda c: c["train"].update(stpes=3), "config.train: unknown field 'stpes'; allowed fields: steps"),
+        (lambda c: c["pairs"].update(P2=["smol", "zeta"]), "pairs.P2: unknown model 'zeta'"),
+        (lambda c: c["models"]["smol"].update(template="no slot"), "models.smol.template: must contain '{problem}'"),
+        (lambda c: c["reward"].update(kind="exact"), "config.reward.kind: 'exact' is not allowed; expected one of"),
+        (lambda c: c["toy"]["models"]["smol"]["mix"].update(pow=1.0), "toy.models.smol.mix: unknown family 'pow'"),
+        (lambda c: c["workflow"].update(grpo=["grpo_n64"]), "workflow.grpo: unknown preset 'grpo_n64'"),
+        (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
+    ],
+)
+def test_bad_fields_are_refused_with_one_line(change, message):
+    config = base()
+    change(config)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
+        config_from_dict(config)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_config_files(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [unclosed\n")
+    assert main(["plan", "--config", str(bad)]) == 2
+    assert "is not valid YAML at line" in capsys.readouterr().err
+    assert main(["plan", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_plan_command(capsys):
+    assert main(["plan", "--config", "config/paper.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "52 training cells" in out and "estimated training GPU-hours" in out
