@@ -54,6 +54,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         steps=args.steps if args.steps is not None else config.train.steps,
         peer_archive=args.peer_archive,
         resume=args.resume,
+        eval_dir=args.eval_dir,
     )
     if args.threads:
         import torch
@@ -166,9 +167,8 @@ def _cmd_complementarity(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from graft.benchmarks import load_benchmark
     from graft.config import load_config
-    from graft.evaluate import checkpoint_step, evaluate
+    from graft.evaluate import checkpoint_step, evaluate_to_file
     from graft.policy import check_model_dir, load_policy
     from graft.reward import Grader
 
@@ -180,7 +180,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         if args.out is None or args.model is None:
             raise ConfigError("evaluate: --checkpoint needs --model and --out")
-        models = [args.model]
         jobs = [(args.model, check_model_dir(args.checkpoint, "--checkpoint"), args.out)]
     else:
         if args.out_dir is None:
@@ -197,30 +196,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             jobs += [
                 (model, check_model_dir(c, "--run"), args.out_dir / model / f"{c.parent.name}.json") for c in found
             ]
-    for model in models:
+    for model, _, _ in jobs:
         if model not in config.models:
             raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
-    spec = config.eval
-    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
-    if spec.validation:
-        sets["validation"] = load_benchmark(spec.validation, "eval.validation")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
         for model, checkpoint, out in jobs:
             policy = load_policy(model, config.models[model], path=checkpoint)
-            result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, args.seed)
-            if spec.validation:
-                # the validation set is for checkpoint selection only; the score averages the benchmarks
-                result["validation"] = result["benchmarks"].pop("validation")
-                scores = [b["pass@1"] for b in result["benchmarks"].values()]
-                result["average"] = sum(scores) / len(scores)
             step = checkpoint_step(checkpoint)
-            result.update(model=model, checkpoint=str(checkpoint), step=step)
-            _write_atomic(out, json.dumps(result) + "\n")
+            result = evaluate_to_file(config, policy, checkpoint, out, grader, step, args.seed)
             _log_event("evaluate", model=model, step=step, average=round(result["average"], 4))
     return 0
 
@@ -313,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--peer-archive", type=Path, help="trajectory directory of the peer's GRPO run (replay)")
     train.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
     train.add_argument("--threads", type=int, help="torch CPU threads")
+    train.add_argument("--eval-dir", type=Path, help="evaluate each checkpoint as it is saved, into this directory")
     train.set_defaults(func=_cmd_train)
 
     toy = sub.add_parser("toy", help="build the embedded default's toy world")

@@ -171,6 +171,9 @@ class WorkflowSpec:
     """Seeds of every other cell."""
     threads: int = 1
     """CPU threads per training or evaluation job (the CPU default runs such jobs side by side)."""
+    eval_in_train: bool = False
+    """Evaluate checkpoints inside the training job as they are saved (CPU: saves a process start and a model
+    load per cell); False: one evaluation job per cell, e.g. on one GPU while training holds a node."""
     build_threads: int = 2
     """CPU threads per toy-model build (warm-up scales better across threads than two builds side by side)."""
     gpu_hours_per_step: float = 0.0

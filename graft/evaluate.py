@@ -7,11 +7,13 @@ Per-problem correctness is kept so that any score can be recomputed from the JSO
 
 from __future__ import annotations
 
+import json
 import zlib
 from pathlib import Path
 
 import torch
 
+from graft.config import RunConfig
 from graft.data import Problem
 from graft.policy import Policy
 from graft.reward import Grader
@@ -55,6 +57,34 @@ def evaluate(
         }
     scores = [b["pass@1"] for b in result["benchmarks"].values()]
     result["average"] = sum(scores) / len(scores) if scores else None
+    return result
+
+
+def evaluate_to_file(
+    config: RunConfig, policy: Policy, checkpoint: Path, out: Path, grader: Grader, step: int, seed: int = 0
+) -> dict:
+    """Evaluate ``policy`` (loaded from ``checkpoint``) on the config's benchmarks and validation set and write the
+    result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks."""
+    from graft.benchmarks import load_benchmark
+
+    spec = config.eval
+    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
+    if spec.validation:
+        sets["validation"] = load_benchmark(spec.validation, "eval.validation")
+    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    was_training = policy.model.training
+    policy.model.eval()
+    result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, seed)
+    policy.model.train(was_training)
+    if spec.validation:
+        result["validation"] = result["benchmarks"].pop("validation")
+        scores = [b["pass@1"] for b in result["benchmarks"].values()]
+        result["average"] = sum(scores) / len(scores)
+    result.update(model=policy.name, checkpoint=str(checkpoint), step=step)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(result) + "\n")
+    tmp.replace(out)
     return result
 
 

@@ -57,6 +57,9 @@ class TrainRequest:
     steps: int
     peer_archive: Path | None = None
     resume: bool = False
+    eval_dir: Path | None = None
+    """Evaluate each checkpoint as it is saved, into <eval_dir>/<model>/step_NNNNN.json (saves a process start
+    and a model load per checkpoint on a CPU; a cluster evaluates in separate GPU jobs instead)."""
 
 
 def validate_request(req: TrainRequest) -> None:
@@ -78,6 +81,8 @@ def validate_request(req: TrainRequest) -> None:
             raise ConfigError(f"--peer-archive: {str(req.peer_archive)!r} holds no step_00000.parquet")
     elif req.peer_archive is not None:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
+    if req.eval_dir is not None and req.config.eval is None:
+        raise ConfigError("--eval-dir: this config has no 'eval:' section naming the benchmarks")
     if req.steps < 1:
         raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
     if req.method.transfer != "group" and req.method.update == "hacpo":
@@ -136,6 +141,21 @@ class Trainer:
         (tmp / "state.json").write_text(json.dumps(state))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
+
+    def evaluate_checkpoints(self) -> None:
+        """pass@1 of every model at every checkpoint that has no evaluation yet (a resumed run may have lost
+        some), with the config's evaluation settings."""
+        from graft.evaluate import evaluate_to_file
+
+        for ckpt in sorted((self.out / "checkpoints").glob("step_*")):
+            if ckpt.name.endswith(".tmp"):
+                continue
+            step = int(ckpt.name.split("_")[1])
+            for name in self.req.models:
+                out = self.req.eval_dir / name / f"{ckpt.name}.json"
+                if not out.is_file():
+                    policy = load_policy(name, self.cfg.models[name], path=ckpt / name)
+                    evaluate_to_file(self.cfg, policy, ckpt / name, out, self.grader, step)
 
     def latest_checkpoint(self) -> Path | None:
         root = self.out / "checkpoints"
@@ -379,6 +399,8 @@ class Trainer:
                 log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
                     self.save_checkpoint(step + 1)
+            if self.req.eval_dir is not None:
+                self.evaluate_checkpoints()
         finally:
             self.grader.close()
         self._write_done()

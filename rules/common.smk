@@ -13,6 +13,8 @@ STEPS = checkpoint_steps(CFG)
 TOY = CFG.toy is not None
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
+EVAL_IN_TRAIN = CFG.workflow.eval_in_train
+EVAL_DIR = f"{R}/eval/{{method}}/{{cell}}/seed{{seed}}"
 
 
 wildcard_constraints:

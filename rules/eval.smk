@@ -21,22 +21,24 @@ rule evaluate_base:
         " --out {output} --threads {threads} 2> {log}"
 
 
-rule evaluate_run:
-    """pass@1 of every checkpoint of every model of one training cell: <model>/step_NNNNN.json inside."""
-    input:
-        config=ancient(RUN_CONFIG),
-        done=f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
-        benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
-    output:
-        directory(f"{R}/eval/{{method}}/{{cell}}/seed{{seed}}"),
-    log:
-        f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}.log",
-    conda:
-        COMPUTE_ENV
-    threads: CFG.workflow.threads
-    params:
-        run=lambda wc, input: Path(input.done).parent,
-        settings=lambda wc: eval_settings(),
-    shell:
-        "graft evaluate --config {input.config} --run {params.run} --out-dir {output}"
-        " --threads {threads} 2> {log}"
+if not EVAL_IN_TRAIN:
+
+    rule evaluate_run:
+        """pass@1 of every checkpoint of every model of one training cell: <model>/step_NNNNN.json inside."""
+        input:
+            config=ancient(RUN_CONFIG),
+            done=f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
+            benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
+        output:
+            directory(EVAL_DIR),
+        log:
+            f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}.log",
+        conda:
+            COMPUTE_ENV
+        threads: CFG.workflow.threads
+        params:
+            run=lambda wc, input: Path(input.done).parent,
+            settings=lambda wc: eval_settings(),
+        shell:
+            "graft evaluate --config {input.config} --run {params.run} --out-dir {output}"
+            " --threads {threads} 2> {log}"

@@ -3,7 +3,8 @@ rule train:
     input:
         unpack(train_inputs),
     output:
-        f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
+        **({"evals": directory(EVAL_DIR)} if EVAL_IN_TRAIN else {}),
+        done=f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
     log:
         f"{R}/logs/train/{{method}}/{{cell}}/seed{{seed}}.log",
     conda:
@@ -15,8 +16,12 @@ rule train:
         archive=lambda wc: (
             f"--peer-archive {R}/{cell_of(wc).archive}" if cell_of(wc).peer else ""
         ),
-        settings=lambda wc: train_settings(),
+        evaluate=lambda wc, output: (
+            f"--eval-dir {output.evals}" if EVAL_IN_TRAIN else ""
+        ),
+        settings=lambda wc: train_settings()
+        + (eval_settings() if EVAL_IN_TRAIN else ""),
     shell:
         "graft train --config {input.config} --method {wildcards.method} --models {params.models}"
-        " --seed {wildcards.seed} --out {params.out} --resume --threads {threads} {params.archive}"
+        " --seed {wildcards.seed} --out {params.out} --resume --threads {threads} {params.archive} {params.evaluate}"
         " 2> {log}"

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+import yaml
 from conftest import FORCED, TEMPLATE
 
 from graft.algo import exchange_candidates, minibatch_order, success_counts
@@ -227,3 +228,24 @@ def test_train_refuses_bad_arguments_before_compute(forced_world, tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_training_evaluates_every_checkpoint_and_fills_gaps_on_resume(forced_world, tmp_path):
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["eval"] = {"benchmarks": {"forced": str(forced_world["data"])}, "k": 2}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cfg = load_config(path)
+    evals = tmp_path / "evals"
+    req = TrainRequest(cfg, get_method("graft"), ["A", "B"], 0, tmp_path / "run", 3, eval_dir=evals)
+    Trainer(req).run()
+    files = sorted(str(p.relative_to(evals)) for p in evals.rglob("*.json"))
+    assert files == ["A/step_00002.json", "A/step_00003.json", "B/step_00002.json", "B/step_00003.json"]
+    first = json.loads((evals / "B" / "step_00002.json").read_text())
+    assert first["step"] == 2 and set(first["benchmarks"]) == {"forced"}
+    assert len(first["benchmarks"]["forced"]["per_problem"]) == 4
+    (evals / "B" / "step_00002.json").unlink()  # e.g. Snakemake cleared the directory of a killed job
+    Trainer(
+        TrainRequest(cfg, get_method("graft"), ["A", "B"], 0, tmp_path / "run", 3, resume=True, eval_dir=evals)
+    ).run()
+    assert json.loads((evals / "B" / "step_00002.json").read_text()) == first
