@@ -4,10 +4,14 @@
 # Needs root and Debian packages; stops the daemons it started. Recipe: ../shared/notes/local-slurm.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command -v snakemake >/dev/null || { echo "snakemake is not on PATH: activate the project's environment"; exit 2; }
 scratch=$(mktemp -d /tmp/graft-slurm.XXXXXX)
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    sleep 2
+    pkill -x slurmctld 2>/dev/null || true
+    pkill -x slurmd 2>/dev/null || true
     pkill -x munged 2>/dev/null || true
 }
 trap cleanup EXIT
