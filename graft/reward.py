@@ -24,16 +24,8 @@ def last_boxed(text: str) -> str | None:
     start = text.rfind(BOXED + "{")
     if start < 0:
         return None
-    i = start + len(BOXED) + 1
-    depth = 1
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j]
-    return None
+    end = _closing_brace(text[start:], BOXED + "{")
+    return text[start + len(BOXED) + 1 : start + end] if end >= 0 else None
 
 
 _WRAPPERS = ("\\textbf{", "\\mathbf{", "\\text{", "\\mathrm{")
