@@ -107,7 +107,7 @@ def figure3a(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
             ax.scatter([x], [y], label=method, zorder=3)
         ax.set_title(f"Figure 3a: {pair} pair-mean score vs cost (seed {seed})")
         paper = ", ".join(f"{m} {h}" for m, h in GPU_HOURS_PAIR1.items())
-        ax.text(0.01, 0.01, f"paper, Pair 1 GPU-hours: {paper}", transform=ax.transAxes, fontsize=6, va="bottom")
+        fig.text(0.01, -0.04, f"paper, Pair 1 GPU-hours to the selected checkpoints: {paper}", fontsize=7)
     ax.set_ylabel("pair-mean average pass@1 (%)")
     if ax.collections:
         ax.legend(fontsize=7)
