@@ -172,7 +172,7 @@ class Table:
         writer = csv.writer(out)
         writer.writerow(self.header)
         for row in self.rows:
-            writer.writerow(["" if v is None else (f"{v:.4f}" if isinstance(v, float) else v) for v in row])
+            writer.writerow(["" if v is None else f"{v:.4f}" if isinstance(v, float) else _fmt(v) for v in row])
         return out.getvalue()
 
     def latex(self) -> str:
