@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from graft.data import Problem
+from graft.data import Problem, read_jsonl
 from graft.errors import ConfigError
 from graft.reward import last_boxed
 
@@ -53,19 +53,8 @@ def normalise(record: dict, line: int, where: str) -> Problem:
 
 def load_benchmark(path: str | Path, what: str = "benchmark") -> list[Problem]:
     """A local JSON Lines benchmark, normalised; bad files are refused with one line naming them."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{what}: no such file {str(path)!r}")
     problems, seen = [], set()
-    for number, text in enumerate(path.read_text().splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError:
-            raise ConfigError(f"{what}: {str(path)!r} line {number} is not valid JSON") from None
-        if not isinstance(record, dict):
-            raise ConfigError(f"{what}: {str(path)!r} line {number} is not a JSON object")
+    for number, record in read_jsonl(path, what):
         problem = normalise(record, number, f"{what}: {str(path)!r}")
         if problem.id in seen:
             raise ConfigError(f"{what}: {str(path)!r} line {number} repeats id {problem.id!r}")

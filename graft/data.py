@@ -18,12 +18,13 @@ class Problem:
     answer: str
 
 
-def load_problems(path: str | Path, what: str = "data") -> list[Problem]:
-    """Read a JSON Lines prompt file; a missing file or a bad line is refused with one line naming it."""
+def read_jsonl(path: str | Path, what: str) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSON Lines file; a missing file, a line that is not
+    JSON or not an object is refused with one line naming it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{what}: no such file {str(path)!r}")
-    problems, seen = [], set()
+    records = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -31,7 +32,17 @@ def load_problems(path: str | Path, what: str = "data") -> list[Problem]:
             record = json.loads(line)
         except json.JSONDecodeError:
             raise ConfigError(f"{what}: {str(path)!r} line {number} is not valid JSON") from None
-        if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("id", "problem")):
+        if not isinstance(record, dict):
+            raise ConfigError(f"{what}: {str(path)!r} line {number} is not a JSON object")
+        records.append((number, record))
+    return records
+
+
+def load_problems(path: str | Path, what: str = "data") -> list[Problem]:
+    """Read a JSON Lines prompt file; a missing file or a bad line is refused with one line naming it."""
+    problems, seen = [], set()
+    for number, record in read_jsonl(path, what):
+        if not all(isinstance(record.get(k), str) for k in ("id", "problem")):
             raise ConfigError(f"{what}: {str(path)!r} line {number} needs string fields 'id' and 'problem'")
         if "answer" not in record:
             raise ConfigError(f"{what}: {str(path)!r} line {number} has no 'answer'")
