@@ -1,0 +1,147 @@
+"""Training across the GPUs of a node (DESIGN.md section 8): processes started by torchrun, models sharded with
+FSDP2 (``fully_shard``), sharded checkpoints with ``torch.distributed.checkpoint``.
+
+Layout: both models of a pair are *colocated*, each sharded over every process of the job, so the exchange and
+the loop are those of the single-process path; only rollouts (each process samples a share of the prompts),
+updates (each process takes a share of a minibatch's rows) and checkpoints are split. A single process is a
+world of size 1 and uses none of this.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place in the job."""
+
+    rank: int = 0
+    size: int = 1
+    device_name: str = "cpu"
+    """"cpu" or "cuda:<local rank>"."""
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.device_name)
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every process's ``obj``, in rank order, on every process (pickled; for rollouts and statistics)."""
+        if not self.distributed:
+            return [obj]
+        out: list[Any] = [None] * self.size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of a list of floats over the processes (float64, so totals do not drift)."""
+        if not self.distributed:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+
+SINGLE = World()
+
+
+def init_world() -> World:
+    """The world torchrun describes in the environment (RANK, WORLD_SIZE, LOCAL_RANK), or a single process.
+
+    NCCL with one GPU per process when CUDA is present, gloo on CPUs (the tests)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return SINGLE
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
+    return World(rank=dist.get_rank(), size=dist.get_world_size(), device_name=str(device))
+
+
+def close_world(world: World) -> None:
+    if world.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks of a causal LM (Llama/Qwen/SmolLM ``model.layers``, GPT-2 ``transformer.h``)."""
+    base = getattr(model, "model", None) or getattr(model, "transformer", None)
+    layers = getattr(base, "layers", None) or getattr(base, "h", None)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__}: no decoder layers found to shard")
+    return list(layers)
+
+
+def shard_model(model: torch.nn.Module, world: World, compute_dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """FSDP2: each decoder block is one unit (gathered just before it runs, freed after), the rest the root.
+
+    Parameters stay in their loaded dtype (float32 masters); ``compute_dtype`` (bf16 in the paper config) is the
+    dtype of the gathered parameters, with gradients reduced in float32. FSDP averages gradients over processes
+    while each process's loss is already its share of the whole minibatch's loss, so the update multiplies that
+    loss by the number of processes; a custom divide factor would do it without the product but
+    needs PREMUL_SUM, which gloo lacks.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh(world.device.type, (world.size,))
+    policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
+    for layer in decoder_layers(model):
+        fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
+
+
+def full_state_dict(model: torch.nn.Module, world: World) -> dict[str, torch.Tensor]:
+    """The unsharded parameters on every process, on the CPU (to save in Hugging Face form or load into a
+    rollout engine)."""
+    if not world.distributed:
+        return {k: v.detach() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
+
+
+def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path) -> None:
+    """Model and optimizer shards of every process (torch.distributed.checkpoint), restorable on the same or
+    another number of processes."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(directory))
+
+
+def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optimizer": optim_sd}
+    dcp.load(state, checkpoint_id=str(directory))
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])

@@ -1,0 +1,64 @@
+"""Run under torchrun by tests/test_distributed.py: two minibatch updates of the shared case with the model
+sharded by FSDP2 over the processes, a sharded checkpoint after the first, and the second update redone from
+that checkpoint. Rank 0 writes the losses and the full parameters."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from dist_case import build_case, reference_model
+
+from graft.distributed import close_world, full_state_dict, init_world, load_sharded, save_sharded, shard_model
+from graft.update import minibatch_update
+
+
+def main(method_name: str, out: Path) -> None:
+    torch.set_num_threads(1)
+    world = init_world()
+    policy, rows, method = build_case(method_name)
+    ref = reference_model(policy) if method.kl_coef > 0 else None
+    shard_model(policy.model, world)
+    if ref is not None:
+        shard_model(ref, world)
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
+
+    def update(index: int) -> dict[str, float]:
+        return minibatch_update(
+            method,
+            policy,
+            optimizer,
+            rows,
+            index,
+            1.0,
+            micro_batch=3,
+            ref_model=ref,
+            micro_batch_tokens=40,
+            world=world,
+        )
+
+    first = update(0)
+    after_one = full_state_dict(policy.model, world)
+    save_sharded(policy.model, optimizer, out / "ckpt")
+    second = update(1)
+    after_two = full_state_dict(policy.model, world)
+    load_sharded(policy.model, optimizer, out / "ckpt")
+    again = update(1)
+    resumed = full_state_dict(policy.model, world)
+    if world.is_main:
+        torch.save(
+            {
+                "stats": [first, second, again],
+                "after_one": after_one,
+                "after_two": after_two,
+                "resumed": resumed,
+                "world": world.size,
+            },
+            out / "result.pt",
+        )
+    close_world(world)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))
