@@ -145,3 +145,16 @@ def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, direc
     state = {"model": model_sd, "optimizer": optim_sd}
     dcp.load(state, checkpoint_id=str(directory))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute each block's activations in the backward pass instead of storing them (memory for 4,096-token
+    responses). Hugging Face applies it only in training mode, so the model is switched to training mode with
+    every dropout set to zero: the ratio's denominator must be the same deterministic network."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()

@@ -1,6 +1,6 @@
 """Run under torchrun by tests/test_distributed.py: two minibatch updates of the shared case with the model
-sharded by FSDP2 over the processes, a sharded checkpoint after the first, and the second update redone from
-that checkpoint. Rank 0 writes the losses and the full parameters."""
+sharded by FSDP2 over the processes and gradient checkpointing on, a sharded checkpoint after the first, and
+the second update redone from that checkpoint. Rank 0 writes the losses and the full parameters."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from pathlib import Path
 import torch
 from dist_case import build_case, reference_model
 
-from graft.distributed import close_world, full_state_dict, init_world, load_sharded, save_sharded, shard_model
+from graft.distributed import (
+    close_world,
+    enable_gradient_checkpointing,
+    full_state_dict,
+    init_world,
+    load_sharded,
+    save_sharded,
+    shard_model,
+)
 from graft.update import minibatch_update
 
 
@@ -19,6 +27,7 @@ def main(method_name: str, out: Path) -> None:
     world = init_world()
     policy, rows, method = build_case(method_name)
     ref = reference_model(policy) if method.kl_coef > 0 else None
+    enable_gradient_checkpointing(policy.model)  # must not change the result either
     shard_model(policy.model, world)
     if ref is not None:
         shard_model(ref, world)
