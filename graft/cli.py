@@ -60,7 +60,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    Trainer(request).run(log=lambda fields: _log_event("step", **fields))
+    from graft.distributed import close_world, init_world
+
+    world = init_world()
+    try:
+        Trainer(request, world).run(log=lambda fields: _log_event("step", **fields))
+    finally:
+        close_world(world)
     return 0
 
 

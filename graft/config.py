@@ -76,10 +76,36 @@ class TrainSpec:
     """Save model, optimizer, sampler position and RNG states every this many steps (and at the end)."""
 
     micro_batch: int = 64
-    """Responses per forward pass; gradients are accumulated, so this changes memory, not the optimisation."""
+    """Responses per forward pass at most; gradients are accumulated, so this changes memory, not the
+    optimisation."""
+
+    micro_batch_tokens: int | None = None
+    """Padded tokens (responses x longest prompt + response) per forward pass at most, on top of
+    ``micro_batch``; None: no token budget. Long responses then share a pass with fewer others."""
 
     rollout_batch: int = 256
     """Sequences per generate call."""
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """How a training job uses its node (DESIGN.md section 8). The CPU default is one process with the
+    Hugging Face backend; the paper config runs 4 processes, one per H200, with vLLM rollouts."""
+
+    processes: int = 1
+    """Processes per training job, one per GPU, started by torchrun. Above 1 both models of a run are sharded
+    with FSDP2 over all of them (colocated), each process samples and grades a share of the prompts, and each
+    takes a share of every minibatch; the exchange is unchanged."""
+
+    rollout: Literal["hf", "vllm"] = "hf"
+    """Sampling backend: Hugging Face ``generate`` (CPU, tests) or vLLM (the ``gpu`` extra, a GPU)."""
+
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (needed for 4,096-token responses of 3B models)."""
+
+    vllm_memory: float = 0.25
+    """Share of a GPU's memory for each model's vLLM engine while it samples (two engines per GPU in a
+    co-training run; both sleep while the models train)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +232,8 @@ class RunConfig:
     toy: ToySpec | None = None
     """The toy world's build settings; None for real models."""
 
+    scale: ScaleSpec = field(default_factory=ScaleSpec)
+
     eval: EvalSpec | None = None
     workflow: WorkflowSpec = field(default_factory=WorkflowSpec)
     report: ReportSpec = field(default_factory=ReportSpec)
@@ -215,6 +243,12 @@ class RunConfig:
         for name in ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "micro_batch"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
+        if t.micro_batch_tokens is not None and t.micro_batch_tokens < 1:
+            raise ConfigError(f"train.micro_batch_tokens: {t.micro_batch_tokens} is not allowed; expected >= 1 or null")
+        if self.scale.processes < 1:
+            raise ConfigError(f"scale.processes: {self.scale.processes} is not allowed; expected an integer >= 1")
+        if not 0 < self.scale.vllm_memory < 1:
+            raise ConfigError(f"scale.vllm_memory: {self.scale.vllm_memory} is not allowed; expected 0 < x < 1")
         if t.max_response_tokens < 1 or t.max_prompt_tokens < 1:
             raise ConfigError("train.max_prompt_tokens/max_response_tokens: expected integers >= 1")
         if not 0 < t.top_p <= 1:

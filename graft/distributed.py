@@ -64,12 +64,13 @@ SINGLE = World()
 
 
 def init_world() -> World:
-    """The world torchrun describes in the environment (RANK, WORLD_SIZE, LOCAL_RANK), or a single process.
+    """The world torchrun describes in the environment (RANK, WORLD_SIZE, LOCAL_RANK), or a single process
+    (on the first GPU when there is one).
 
     NCCL with one GPU per process when CUDA is present, gloo on CPUs (the tests)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
-        return SINGLE
+        return World(device_name="cuda:0") if torch.cuda.is_available() else SINGLE
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
         torch.cuda.set_device(local)

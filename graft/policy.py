@@ -56,10 +56,11 @@ def check_model_dir(path: str | Path, what: str) -> Path:
     return path
 
 
-def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None) -> Policy:
+def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtype: str | None = None) -> Policy:
     """Load model and tokenizer with the same code for a built toy model and for SmolLM3 or Qwen3.
 
-    Weights come from safetensors only and ``trust_remote_code`` stays off.
+    Weights come from safetensors only and ``trust_remote_code`` stays off. ``dtype`` overrides the spec's
+    parameter dtype (sharded training keeps float32 masters).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -68,10 +69,15 @@ def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None) -> P
     where = check_model_dir(path or spec.path, f"models.{name}.path")
     tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
     model = AutoModelForCausalLM.from_pretrained(
-        where, dtype=DTYPES[spec.dtype], use_safetensors=True, trust_remote_code=False
+        where, dtype=DTYPES[dtype or spec.dtype], use_safetensors=True, trust_remote_code=False
     )
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return Policy(name=name, model=model, tokenizer=tokenizer, template=spec.template)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where the model computes (a sharded parameter reports its local device)."""
+    return next(model.parameters()).device
 
 
 def pad_right(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,14 +108,16 @@ def response_logprobs(
     """
     rows = [p + r for p, r in zip(prompts, responses, strict=True)]
     ids, attn = pad_right(rows, pad_id)
+    device = model_device(model)
+    ids, attn = ids.to(device), attn.to(device)
     logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
     logp_all = torch.log_softmax(logits / temperature, dim=-1)
     token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     width = max((len(r) for r in responses), default=0)
-    mask = torch.zeros(len(rows), width, dtype=torch.bool)
-    index = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool, device=device)
+    index = torch.zeros(len(rows), width, dtype=torch.long, device=device)
     for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
         # token j of the response sits at position len(p) + j and is predicted from position len(p) + j - 1
         index[i, : len(r)] = torch.arange(len(p) - 1, len(p) - 1 + len(r))

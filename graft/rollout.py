@@ -11,7 +11,7 @@ from typing import Protocol
 
 import torch
 
-from graft.policy import Policy
+from graft.policy import Policy, model_device
 
 
 @dataclass
@@ -33,6 +33,11 @@ class RolloutBackend(Protocol):
         """n samples for each prompt (token ids), as [len(prompts)][n]."""
         ...
 
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """The trained model's full parameters, after each optimizer step, when the backend samples from its
+        own copy of the model (vLLM; the Hugging Face backend beside a sharded model)."""
+        ...
+
 
 class HFRollout:
     """Sampling with ``model.generate``: top_k=0 and top_p passed explicitly (transformers 5 otherwise samples
@@ -46,6 +51,10 @@ class HFRollout:
         self.temperature = temperature
         self.top_p = top_p
         self.batch_size = batch_size
+
+    @torch.no_grad()
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.policy.model.load_state_dict(weights)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Sample]]:
@@ -69,9 +78,10 @@ class HFRollout:
         model = pol.model
         was_training = model.training
         model.eval()
+        device = model_device(model)
         result = model.generate(
-            input_ids=ids,
-            attention_mask=attn,
+            input_ids=ids.to(device),
+            attention_mask=attn.to(device),
             do_sample=True,
             temperature=self.temperature,
             top_p=self.top_p,
@@ -86,7 +96,8 @@ class HFRollout:
         model.train(was_training)
         generated = result.sequences[:, width:]
         logits = torch.stack(result.logits, dim=1).float() / self.temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1).cpu()
+        generated = generated.cpu()
         samples: list[list[Sample]] = []
         for row in range(generated.shape[0]):
             tokens = generated[row].tolist()

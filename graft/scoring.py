@@ -59,7 +59,7 @@ def score_peer_responses(
     for start in range(0, len(prompts), micro_batch):
         sl = slice(start, start + micro_batch)
         logp, mask = response_logprobs(policy.model, prompts[sl], resp_ids[sl], policy.pad_token_id, temperature)
-        means.append(mean_token_logprob(logp, mask))
+        means.append(mean_token_logprob(logp, mask).cpu())
         token_logps.extend(row[: int(m.sum())].tolist() for row, m in zip(logp, mask, strict=True))
     mean = torch.cat(means) if means else torch.zeros(0)
     return prompts, resp_ids, token_logps, mean

@@ -4,6 +4,11 @@ records -> read the peer's records -> select -> re-tokenize and score -> weight 
 GRPO is the same loop with no peer; a co-training run holds both models in one process; archive replay reads
 the peer's stored records instead of a live model. Checkpoints are atomic and a resumed run ends as an
 uninterrupted one would.
+
+Under torchrun (``scale.processes`` > 1) every process holds both models, sharded (graft.distributed): each
+samples and grades its share of the prompts, all see the gathered records and make the same exchange
+decisions, each takes its share of every minibatch, and only process 0 writes records, metrics and the
+Hugging Face export of a checkpoint.
 """
 
 from __future__ import annotations
@@ -23,13 +28,22 @@ import torch
 from graft.algo import CapabilityTracker, capability_ratio, group_advantages, minibatch_order, success_counts
 from graft.config import RunConfig
 from graft.data import Problem, batch_indices, load_problems
+from graft.distributed import (
+    SINGLE,
+    World,
+    enable_gradient_checkpointing,
+    full_state_dict,
+    load_sharded,
+    save_sharded,
+    shard_model,
+)
 from graft.errors import ConfigError
 from graft.exchange import Group, build_groups, recompute_rewards, select_prompts, step_generator
 from graft.methods import Method
-from graft.policy import Policy, load_policy
+from graft.policy import DTYPES, Policy, load_policy
 from graft.records import StepRecords, read_step, step_path, write_step
-from graft.reward import Grader
-from graft.rollout import HFRollout, RolloutBackend
+from graft.reward import Grader, Grades
+from graft.rollout import HFRollout, RolloutBackend, Sample
 from graft.update import minibatch_update
 
 SALT_SELECT, SALT_ORDER = 1, 2
@@ -43,6 +57,8 @@ class Learner:
     rollout: RolloutBackend
     ref_model: torch.nn.Module | None = None
     capability: CapabilityTracker = field(default_factory=CapabilityTracker)
+    separate_rollout: bool = False
+    """The rollout backend samples from its own copy of the weights, refreshed after every step."""
 
 
 @dataclass
@@ -81,6 +97,11 @@ def validate_request(req: TrainRequest) -> None:
             raise ConfigError(f"--peer-archive: {str(req.peer_archive)!r} holds no step_00000.parquet")
     elif req.peer_archive is not None:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
+    if req.eval_dir is not None and req.config.scale.processes > 1:
+        raise ConfigError(
+            "--eval-dir: not with scale.processes > 1; evaluate checkpoints in their own jobs "
+            "(workflow.eval_in_train: false)"
+        )
     if req.eval_dir is not None and req.config.eval is None:
         raise ConfigError("--eval-dir: this config has no 'eval:' section naming the benchmarks")
     if req.steps < 1:
@@ -89,30 +110,71 @@ def validate_request(req: TrainRequest) -> None:
         raise ConfigError("method: the HACPO update transfers whole groups")
 
 
-def _make_learner(name: str, cfg: RunConfig, method: Method) -> Learner:
-    policy = load_policy(name, cfg.models[name])
+def _rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> tuple[RolloutBackend, bool]:
+    """The sampling backend and whether it holds its own weights. One process with the Hugging Face backend
+    samples from the trained model itself; a sharded model is sampled from an unsharded copy or by vLLM."""
+    t, scale = cfg.train, cfg.scale
+    if scale.rollout == "vllm":
+        try:
+            from graft.rollout_vllm import VLLMRollout
+        except ImportError:  # pragma: no cover - depends on the install
+            raise ConfigError("scale.rollout: 'vllm' needs the gpu extra (pip install -e '.[gpu]')") from None
+        if not torch.cuda.is_available():
+            raise ConfigError("scale.rollout: 'vllm' needs a GPU; use 'hf' on a CPU")
+        engine = VLLMRollout(
+            cfg.models[name].path,
+            cfg.models[name].dtype,
+            t.max_response_tokens,
+            t.max_prompt_tokens + t.max_response_tokens,
+            t.temperature,
+            t.top_p,
+            gpu_memory_utilization=scale.vllm_memory,
+            colocated=True,
+            device_index=world.device.index,
+        )
+        return engine, True
+    if world.distributed:
+        sampler = copy.deepcopy(policy.model).requires_grad_(False).eval()
+        copy_policy = Policy(name, sampler, policy.tokenizer, policy.template)
+        return HFRollout(copy_policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), True
+    return HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), False
+
+
+def _make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGLE) -> Learner:
+    spec = cfg.models[name]
+    # Sharded training keeps float32 master weights and computes in the configured dtype.
+    policy = load_policy(name, spec, dtype="float32" if world.distributed else None)
+    policy.model.to(world.device)
     policy.model.eval()  # no dropout in RL updates: the ratio's denominator is the same network
+    if cfg.scale.gradient_checkpointing:
+        enable_gradient_checkpointing(policy.model)
+    rollout, separate = _rollout_backend(name, cfg, policy, world)
+    ref = None
+    if method.kl_coef > 0:
+        ref = copy.deepcopy(policy.model).requires_grad_(False)
+    if world.distributed:
+        compute = DTYPES[spec.dtype] if spec.dtype != "float32" else None
+        shard_model(policy.model, world, compute)
+        if ref is not None:
+            shard_model(ref, world, compute)
     t = cfg.train
     optimizer = torch.optim.AdamW(
         policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
     )
-    rollout = HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch)
-    ref = None
-    if method.kl_coef > 0:
-        ref = copy.deepcopy(policy.model).requires_grad_(False)
-    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window))
+    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window), separate)
 
 
 class Trainer:
-    def __init__(self, req: TrainRequest):
+    def __init__(self, req: TrainRequest, world: World = SINGLE):
         validate_request(req)
         self.req = req
+        self.world = world
         self.cfg = req.config
         self.method = req.method
         self.problems: list[Problem] = load_problems(self.cfg.data.train, "data.train")
         self.out = req.out
         self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
-        self.learners = [_make_learner(name, self.cfg, self.method) for name in req.models]
+        self.learners = [_make_learner(name, self.cfg, self.method, world) for name in req.models]
         self.start_step = 0
 
     # ----- checkpoints -----
@@ -122,25 +184,40 @@ class Trainer:
 
     def save_checkpoint(self, next_step: int) -> None:
         """Model (safetensors), optimizer, sampler position and RNG states, written to a temporary directory and
-        renamed, so a checkpoint directory is complete or absent."""
+        renamed, so a checkpoint directory is complete or absent. A sharded run also writes each process's
+        model and optimizer shards (``<model>/sharded``), which is what it resumes from; the safetensors export
+        is what evaluation reads."""
         final = self._ckpt_dir(next_step)
         tmp = final.with_name(final.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        world = self.world
+        if world.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        world.barrier()
         for lr in self.learners:
-            lr.policy.model.save_pretrained(tmp / lr.name, safe_serialization=True)
-            lr.policy.tokenizer.save_pretrained(tmp / lr.name)
-            torch.save(lr.optimizer.state_dict(), tmp / lr.name / "optimizer.pt")
-        state = {
-            "next_step": next_step,
-            "capability": {lr.name: lr.capability.state_dict() for lr in self.learners},
-            "torch_rng": torch.get_rng_state().tolist(),
-            "python_rng": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
-            "numpy_rng": [v.tolist() if isinstance(v, np.ndarray) else v for v in np.random.get_state()],
-        }
-        (tmp / "state.json").write_text(json.dumps(state))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
+            if world.distributed:
+                save_sharded(lr.policy.model, lr.optimizer, tmp / lr.name / "sharded")
+                weights = full_state_dict(lr.policy.model, world)
+                if world.is_main:
+                    lr.policy.model.save_pretrained(tmp / lr.name, state_dict=weights, safe_serialization=True)
+            else:
+                lr.policy.model.save_pretrained(tmp / lr.name, safe_serialization=True)
+                torch.save(lr.optimizer.state_dict(), tmp / lr.name / "optimizer.pt")
+            if world.is_main:
+                lr.policy.tokenizer.save_pretrained(tmp / lr.name)
+        if world.is_main:
+            state = {
+                "next_step": next_step,
+                "processes": world.size,
+                "capability": {lr.name: lr.capability.state_dict() for lr in self.learners},
+                "torch_rng": torch.get_rng_state().tolist(),
+                "python_rng": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+                "numpy_rng": [v.tolist() if isinstance(v, np.ndarray) else v for v in np.random.get_state()],
+            }
+            (tmp / "state.json").write_text(json.dumps(state))
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
+        world.barrier()
 
     def evaluate_checkpoints(self) -> None:
         """pass@1 of every model at every checkpoint that has no evaluation yet (a resumed run may have lost
@@ -167,26 +244,42 @@ class Trainer:
         if ckpt is None:
             return
         state = json.loads((ckpt / "state.json").read_text())
-        from safetensors.torch import load_file
-
+        sharded = state.get("processes", 1) > 1
+        if sharded != self.world.distributed:
+            raise ConfigError(
+                f"--resume: checkpoint {str(ckpt)!r} was written by {state.get('processes', 1)} process(es); "
+                "resume it with a sharded run if it was sharded and with one process if not"
+            )
         for lr in self.learners:
-            weights = {}
-            for file in sorted((ckpt / lr.name).glob("*.safetensors")):
-                weights.update(load_file(file))
-            result = lr.policy.model.load_state_dict(weights, strict=False)
-            # Tied weights (lm_head = embeddings) are stored once; anything else missing is a broken checkpoint.
-            tied = {k for k in result.missing_keys if "lm_head" in k}
-            if result.unexpected_keys or set(result.missing_keys) - tied:
-                raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {lr.name!r}")
-            lr.optimizer.load_state_dict(torch.load(ckpt / lr.name / "optimizer.pt", weights_only=True))
+            if sharded:
+                load_sharded(lr.policy.model, lr.optimizer, ckpt / lr.name / "sharded")
+            else:
+                self._load_single(lr, ckpt)
             lr.capability.load_state_dict(state["capability"][lr.name])
+            if lr.separate_rollout:
+                lr.rollout.load_weights(full_state_dict(lr.policy.model, self.world))
         torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
         version, internal, gauss = state["python_rng"]
         random.setstate((version, tuple(internal), gauss))
         kind, keys, pos, has_gauss, cached = state["numpy_rng"]
         np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
         self.start_step = state["next_step"]
-        self._truncate_metrics(self.start_step)
+        if self.world.is_main:
+            self._truncate_metrics(self.start_step)
+
+    @staticmethod
+    def _load_single(lr: Learner, ckpt: Path) -> None:
+        from safetensors.torch import load_file
+
+        weights = {}
+        for file in sorted((ckpt / lr.name).glob("*.safetensors")):
+            weights.update(load_file(file))
+        result = lr.policy.model.load_state_dict(weights, strict=False)
+        # Tied weights (lm_head = embeddings) are stored once; anything else missing is a broken checkpoint.
+        tied = {k for k in result.missing_keys if "lm_head" in k}
+        if result.unexpected_keys or set(result.missing_keys) - tied:
+            raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {lr.name!r}")
+        lr.optimizer.load_state_dict(torch.load(ckpt / lr.name / "optimizer.pt", weights_only=True))
 
     def _truncate_metrics(self, next_step: int) -> None:
         path = self.out / "metrics.jsonl"
@@ -197,22 +290,41 @@ class Trainer:
 
     # ----- one step -----
 
-    def _rollout(self, lr: Learner, step: int, batch: list[Problem]) -> tuple[StepRecords, dict]:
-        timings = {}
-        t0 = time.perf_counter()
-        prompts = [lr.policy.encode(lr.policy.prompt_text(p.problem)) for p in batch]
+    def _sample_and_grade(
+        self, lr: Learner, step: int, batch: list[Problem]
+    ) -> tuple[list[list[Sample]], Grades, dict]:
+        """This process's share of the prompts (every ``size``-th from its rank), sampled and graded, then
+        every process's share gathered back into batch order."""
+        world = self.world
+        mine = list(range(world.rank, len(batch), world.size))
+        prompts = [lr.policy.encode(lr.policy.prompt_text(batch[i].problem)) for i in mine]
         # The sampling seed depends on the model's name, not its position, so a replay run of one model draws
-        # the same samples as that model did in a co-training run with the same seed.
-        seed = (self.req.seed * 1_000_003 + step) * 65_537 + zlib.crc32(lr.name.encode())
-        samples = lr.rollout.generate(prompts, self.method.n, seed=seed % (2**63))
-        timings["rollout_s"] = time.perf_counter() - t0
+        # the same samples as that model did in a co-training run with the same seed (and process count).
+        seed = (self.req.seed * 1_000_003 + step) * 65_537 + zlib.crc32(lr.name.encode()) + world.rank * 7_919
         t0 = time.perf_counter()
+        samples = lr.rollout.generate(prompts, self.method.n, seed=seed % (2**63)) if mine else []
+        t1 = time.perf_counter()
+        texts = [s.text for group in samples for s in group]
+        answers = [batch[i].answer for i in mine for _ in range(self.method.n)]
+        grades = self.grader.grade(texts, answers)
+        timings = {"rollout_s": t1 - t0, "reward_s": time.perf_counter() - t1}
+        if not world.distributed:
+            return samples, grades, timings
+        ordered: list[list[Sample]] = [[] for _ in batch]
+        rewards = [[0.0] * self.method.n for _ in batch]
+        timeouts = unparsed = 0
+        for rank, (part, grade) in enumerate(world.gather((samples, grades))):
+            for j, i in enumerate(range(rank, len(batch), world.size)):
+                ordered[i] = part[j]
+                rewards[i] = grade.rewards[j * self.method.n : (j + 1) * self.method.n]
+            timeouts += grade.timeouts
+            unparsed += grade.unparsed
+        return ordered, Grades([r for row in rewards for r in row], timeouts, unparsed), timings
+
+    def _rollout(self, lr: Learner, step: int, batch: list[Problem]) -> tuple[StepRecords, dict]:
+        samples, grades, timings = self._sample_and_grade(lr, step, batch)
         texts = [[s.text for s in group] for group in samples]
-        grades = self.grader.grade(
-            [t for row in texts for t in row], [p.answer for p in batch for _ in range(self.method.n)]
-        )
         rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), self.method.n)
-        timings["reward_s"] = time.perf_counter() - t0
         records = StepRecords(
             model=lr.name,
             step=step,
@@ -224,7 +336,8 @@ class Trainer:
             advantages=group_advantages(rewards),
             truncated=[[s.truncated for s in group] for group in samples],
         )
-        write_step(records, self.out / "trajectories" / lr.name)
+        if self.world.is_main:
+            write_step(records, self.out / "trajectories" / lr.name)
         lengths = [len(s.token_ids) for group in samples for s in group]
         info = {
             **timings,
@@ -345,9 +458,13 @@ class Trainer:
                 lr.ref_model,
                 omega_src_learner,
                 self.cfg.train.temperature,
+                self.cfg.train.micro_batch_tokens,
+                self.world,
             )
             for key, value in stats.items():
                 totals[key] = totals.get(key, 0.0) + value
+        if lr.separate_rollout:
+            lr.rollout.load_weights(full_state_dict(lr.policy.model, self.world))
         updates = max(len(order), 1)
         return {
             "loss": totals.get("loss", 0.0) / updates,
@@ -382,28 +499,35 @@ class Trainer:
                     f"--resume: {str(self.out)!r} holds a run of another method, models or seed; "
                     "remove it or choose another --out"
                 )
-        (self.out / "done.json").unlink(missing_ok=True)
+        main = self.world.is_main
+        if main:
+            (self.out / "done.json").unlink(missing_ok=True)
+            if not self.req.resume:
+                shutil.rmtree(self.out / "checkpoints", ignore_errors=True)
+                (self.out / "metrics.jsonl").unlink(missing_ok=True)
+        self.world.barrier()
         if self.req.resume:
             self.restore()
-        else:
-            shutil.rmtree(self.out / "checkpoints", ignore_errors=True)
-            (self.out / "metrics.jsonl").unlink(missing_ok=True)
-        (self.out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if main:
+            (self.out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
         every = self.cfg.train.checkpoint_every
         try:
             for step in range(self.start_step, self.req.steps):
                 rows = self.step(step)
-                with (self.out / "metrics.jsonl").open("a") as handle:
-                    for row in rows:
-                        handle.write(json.dumps(row) + "\n")
-                log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
+                if main:
+                    with (self.out / "metrics.jsonl").open("a") as handle:
+                        for row in rows:
+                            handle.write(json.dumps(row) + "\n")
+                    log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
                     self.save_checkpoint(step + 1)
             if self.req.eval_dir is not None:
                 self.evaluate_checkpoints()
         finally:
             self.grader.close()
-        self._write_done()
+        if main:
+            self._write_done()
+        self.world.barrier()
         return self.out / "metrics.jsonl"
 
     def _write_done(self) -> None:

@@ -16,8 +16,8 @@ from graft.methods import Method
 from graft.policy import Policy, response_logprobs
 
 
-def _pad(values: list[list[float]], width: int) -> torch.Tensor:
-    out = torch.zeros(len(values), width)
+def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros(len(values), width, device=device)
     for i, v in enumerate(values):
         out[i, : len(v)] = torch.tensor(v)
     return out
@@ -39,10 +39,11 @@ def _chunk_loss(
     logp, mask = response_logprobs(
         policy.model, [r.prompt_ids for r in rows], [r.response_ids for r in rows], policy.pad_token_id, temperature
     )
-    old = _pad([r.old_logp for r in rows], logp.shape[1])
-    adv = torch.tensor([r.advantage for r in rows])
-    weights = torch.tensor([r.weight for r in rows])
-    is_peer = torch.tensor([r.is_peer for r in rows])
+    device = logp.device
+    old = _pad([r.old_logp for r in rows], logp.shape[1], device)
+    adv = torch.tensor([r.advantage for r in rows], device=device)
+    weights = torch.tensor([r.weight for r in rows], device=device)
+    is_peer = torch.tensor([r.is_peer for r in rows], device=device)
     eps = (method.eps_low, method.eps_high)
     if method.update == "luffy":
         return luffy_objective(logp, old, adv, weights, mask, is_peer, *eps, gamma=method.luffy_gamma)
@@ -57,7 +58,7 @@ def _chunk_loss(
                     policy.pad_token_id,
                     temperature,
                 )
-        src = torch.tensor([r.src_mean_ll for r in rows])
+        src = torch.tensor([r.src_mean_ll for r in rows], device=device)
         return hacpo_loss(
             logp,
             old,
