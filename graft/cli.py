@@ -205,13 +205,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     for model, _, _ in jobs:
         if model not in config.models:
             raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
-    if args.threads:
-        import torch
+    import torch
 
+    if args.threads:
         torch.set_num_threads(args.threads)
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
         for model, checkpoint, out in jobs:
             policy = load_policy(model, config.models[model], path=checkpoint)
+            if config.scale.rollout == "hf" and torch.cuda.is_available():
+                policy.model.to("cuda")  # with vLLM the engine samples; the HF model only formats prompts
             step = checkpoint_step(checkpoint)
             result = evaluate_to_file(config, policy, checkpoint, out, grader, step, args.seed)
             _log_event("evaluate", model=model, step=step, average=round(result["average"], 4))

@@ -17,7 +17,7 @@ from graft.config import RunConfig
 from graft.data import Problem
 from graft.policy import Policy
 from graft.reward import Grader
-from graft.rollout import HFRollout
+from graft.rollout import HFRollout, RolloutBackend
 
 
 def evaluate(
@@ -30,9 +30,13 @@ def evaluate(
     max_new_tokens: int = 4096,
     seed: int = 0,
     batch_size: int = 256,
+    rollout: RolloutBackend | None = None,
 ) -> dict:
-    """Sample k responses per problem of each benchmark and grade them; returns the JSON-ready result."""
-    rollout = HFRollout(policy, max_new_tokens, temperature, top_p, batch_size)
+    """Sample k responses per problem of each benchmark and grade them; returns the JSON-ready result.
+
+    ``rollout`` samples (vLLM at scale, set up with the same temperature, top-p and length); None: Hugging Face
+    ``generate`` on ``policy``."""
+    rollout = rollout or HFRollout(policy, max_new_tokens, temperature, top_p, batch_size)
     result: dict = {
         "k": k,
         "temperature": temperature,
@@ -72,9 +76,24 @@ def evaluate_to_file(
     if spec.validation:
         sets["validation"] = load_benchmark(spec.validation, "eval.validation")
     max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    rollout = None
+    if config.scale.rollout == "vllm":
+        from graft.rollout_vllm import VLLMRollout
+
+        longest_prompt = config.train.max_prompt_tokens
+        rollout = VLLMRollout(
+            str(checkpoint),
+            config.models[policy.name].dtype,
+            max_tokens,
+            longest_prompt + max_tokens,
+            spec.temperature,
+            spec.top_p,
+            gpu_memory_utilization=0.85,
+            colocated=False,
+        )
     was_training = policy.model.training
     policy.model.eval()
-    result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, seed)
+    result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, seed, rollout=rollout)
     policy.model.train(was_training)
     if spec.validation:
         result["validation"] = result["benchmarks"].pop("validation")

@@ -109,6 +109,7 @@ class VLLMRollout:
         from vllm import LLM
 
         self.max_new_tokens = max_new_tokens
+        self.dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
         self.temperature = temperature
         self.top_p = top_p
         self.colocated = colocated
@@ -144,7 +145,8 @@ class VLLMRollout:
         """The trainer's current parameters (full, Hugging Face names) into the engine."""
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        named = [(name, t.detach().to("cpu")) for name, t in weights.items()]
+        # in the engine's dtype: half the bytes through the RPC for bf16 engines
+        named = [(name, t.detach().to("cpu", self.dtype)) for name, t in weights.items()]
         self.llm.collective_rpc("graft_load_weights", args=(named,))
         self.llm.reset_prefix_cache()
         self.weights_loaded = True

@@ -60,8 +60,17 @@ def train_settings():
         "data": CFG.data,
         "reward": CFG.reward,
         "methods": CFG.methods,
+        "scale": CFG.scale,
     }
     return json.dumps(sections, default=lambda o: o.__dict__, sort_keys=True)
+
+
+def train_launcher():
+    """`graft`, or torchrun with one process per GPU of the job when the config shards training."""
+    n = CFG.scale.processes
+    if n == 1:
+        return "graft"
+    return f"torchrun --standalone --nproc-per-node {n} -m graft.cli"
 
 
 def eval_settings():

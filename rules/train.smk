@@ -19,9 +19,11 @@ rule train:
         evaluate=lambda wc, output: (
             f"--eval-dir {output.evals}" if EVAL_IN_TRAIN else ""
         ),
+        launcher=train_launcher(),
+        threads_each=lambda wc, threads: max(1, threads // CFG.scale.processes),
         settings=lambda wc: train_settings()
         + (eval_settings() if EVAL_IN_TRAIN else ""),
     shell:
-        "graft train --config {input.config} --method {wildcards.method} --models {params.models}"
-        " --seed {wildcards.seed} --out {params.out} --resume --threads {threads} {params.archive} {params.evaluate}"
+        "{params.launcher} train --config {input.config} --method {wildcards.method} --models {params.models}"
+        " --seed {wildcards.seed} --out {params.out} --resume --threads {params.threads_each} {params.archive} {params.evaluate}"
         " 2> {log}"
