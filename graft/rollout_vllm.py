@@ -41,7 +41,7 @@ class WeightLoader:
         return len(weights)
 
 
-def sampling_params(n: int, temperature: float, top_p: float, max_tokens: int, seed: int):
+def sampling_params(n: int, temperature: float, top_p: float, max_tokens: int, seed: int, detokenize: bool = True):
     """The per-prompt ``SamplingParams``: n samples, top_k off, the sampled token's log-prob only."""
     from vllm import SamplingParams
 
@@ -54,6 +54,7 @@ def sampling_params(n: int, temperature: float, top_p: float, max_tokens: int, s
         seed=seed,
         logprobs=0,
         skip_special_tokens=True,
+        detokenize=detokenize,
     )
 
 
@@ -105,7 +106,10 @@ class VLLMRollout:
         gpu_memory_utilization: float = 0.3,
         colocated: bool = True,
         device_index: int | None = None,
+        engine_args: dict | None = None,
     ):
+        """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
+        tokenizer, as in bench/gpu_check.py; samples then have empty text)."""
         from vllm import LLM
 
         self.max_new_tokens = max_new_tokens
@@ -114,6 +118,7 @@ class VLLMRollout:
         self.top_p = top_p
         self.colocated = colocated
         self.asleep = False
+        self.detokenize = not (engine_args or {}).get("skip_tokenizer_init", False)
         self.weights_loaded = True
         """False between a level-2 sleep, which frees the weights, and the next ``load_weights``."""
         # The engine core runs in a child process that inherits the environment: pin it to this process's GPU.
@@ -133,6 +138,7 @@ class VLLMRollout:
                 enable_prefix_caching=True,
                 trust_remote_code=False,
                 seed=0,
+                **(engine_args or {}),
             )
         finally:
             if device_index is not None:
@@ -160,7 +166,7 @@ class VLLMRollout:
             self.llm.wake_up(tags=["kv_cache"])
             self.asleep = False
         params = [
-            sampling_params(n, self.temperature, self.top_p, self.max_new_tokens, prompt_seed(seed, i))
+            sampling_params(n, self.temperature, self.top_p, self.max_new_tokens, prompt_seed(seed, i), self.detokenize)
             for i in range(len(prompts))
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)

@@ -164,3 +164,21 @@ def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, t
         assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
         load_policy(m, ModelSpec(path=str(final)))
     assert json.loads((whole / "done.json").read_text())["checkpoints"] == ["step_00002", "step_00003"]
+
+
+def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
+    """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU so that the script does not
+    rot between GPU sessions (its timings are not checked here)."""
+    import json
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
+    script = HERE.parent / "bench" / "gpu_check.py"
+    result = subprocess.run(
+        [*cmd, str(script), "--tiny", "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check_tiny.json").read_text())
+    assert report["train_tokens"] == 8 * (16 + 32) and report["rollout_backend"] == "hf generate"
+    assert report["rollout_sequences"] == 4 and 0 < report["rollout_tokens"] <= 4 * 32
+    assert "| train_tokens_per_s" in result.stdout
