@@ -209,16 +209,12 @@ def weight_sync_phase(cfg, engine, policy: Policy, world: World, results: dict) 
             policy.model, [p for p in prompts for _ in range(2)], [s.token_ids for s in samples], 0
         )
     diffs = [
-        (logp[i, : len(s.token_ids)].float().cpu() - torch.tensor(s.logprobs)).abs().max().item()
+        (logp[i, : len(s.token_ids)].float().cpu() - torch.tensor(s.logprobs)).abs()
         for i, s in enumerate(samples)
         if s.token_ids
     ]
-    results["logprob_max_abs_diff"] = max(diffs) if diffs else None
-    results["logprob_mean_abs_diff"] = sum(
-        (logp[i, : len(s.token_ids)].float().cpu() - torch.tensor(s.logprobs)).abs().mean().item()
-        for i, s in enumerate(samples)
-        if s.token_ids
-    ) / max(len(diffs), 1)
+    results["logprob_max_abs_diff"] = max(d.max().item() for d in diffs) if diffs else None
+    results["logprob_mean_abs_diff"] = torch.cat(diffs).mean().item() if diffs else None
 
 
 def main() -> int:

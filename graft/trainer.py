@@ -97,6 +97,13 @@ def validate_request(req: TrainRequest) -> None:
             raise ConfigError(f"--peer-archive: {str(req.peer_archive)!r} holds no step_00000.parquet")
     elif req.peer_archive is not None:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
+    if req.config.scale.rollout == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ConfigError("scale.rollout: 'vllm' needs the gpu extra (pip install -e '.[gpu]'); or use 'hf'")
+        if not torch.cuda.is_available():
+            raise ConfigError("scale.rollout: 'vllm' needs a GPU; use 'hf' on a CPU")
     if req.eval_dir is not None and req.config.scale.processes > 1:
         raise ConfigError(
             "--eval-dir: not with scale.processes > 1; evaluate checkpoints in their own jobs "
@@ -115,12 +122,8 @@ def _rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) ->
     samples from the trained model itself; a sharded model is sampled from an unsharded copy or by vLLM."""
     t, scale = cfg.train, cfg.scale
     if scale.rollout == "vllm":
-        try:
-            from graft.rollout_vllm import VLLMRollout
-        except ImportError:  # pragma: no cover - depends on the install
-            raise ConfigError("scale.rollout: 'vllm' needs the gpu extra (pip install -e '.[gpu]')") from None
-        if not torch.cuda.is_available():
-            raise ConfigError("scale.rollout: 'vllm' needs a GPU; use 'hf' on a CPU")
+        from graft.rollout_vllm import VLLMRollout
+
         engine = VLLMRollout(
             cfg.models[name].path,
             cfg.models[name].dtype,

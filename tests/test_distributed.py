@@ -182,3 +182,32 @@ def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
     assert report["train_tokens"] == 8 * (16 + 32) and report["rollout_backend"] == "hf generate"
     assert report["rollout_sequences"] == 4 and 0 < report["rollout_tokens"] <= 4 * 32
     assert "| train_tokens_per_s" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("scale", "train", "extra", "message"),
+    [
+        ({"rollout": "vllm"}, {}, [], "scale.rollout: 'vllm' needs"),
+        ({"processes": 2}, {}, ["--eval-dir", "EVALS"], "--eval-dir: not with scale.processes > 1"),
+        ({"processes": 0}, {}, [], "scale.processes: 0 is not allowed"),
+        ({}, {"micro_batch_tokens": 0}, [], "train.micro_batch_tokens: 0 is not allowed"),
+        ({"rollout": "sglang"}, {}, [], "scale.rollout"),
+    ],
+)
+def test_scale_settings_are_refused_before_compute(forced_world, tmp_path, capsys, scale, train, extra, message):
+    import yaml
+
+    from graft.cli import main
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["scale"] = scale
+    config["train"].update(train)
+    config["eval"] = {"benchmarks": {"forced": str(forced_world["data"])}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "never"
+    argv = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--out", str(out)]
+    code = main([*argv, *[str(tmp_path / "evals") if a == "EVALS" else a for a in extra]])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert not out.exists()
