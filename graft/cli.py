@@ -174,7 +174,7 @@ def _cmd_complementarity(args: argparse.Namespace) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from graft.config import load_config
-    from graft.evaluate import checkpoint_step, evaluate_to_file
+    from graft.evaluate import checkpoint_step, evaluate_to_file, vllm_evaluator
     from graft.policy import check_model_dir, load_policy
     from graft.reward import Grader
 
@@ -209,13 +209,25 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if config.scale.rollout == "vllm":
+        from graft.rollout_vllm import check_available
+
+        check_available()
+    engines = {}  # one vLLM engine per model, reloaded per checkpoint
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
         for model, checkpoint, out in jobs:
             policy = load_policy(model, config.models[model], path=checkpoint)
-            if config.scale.rollout == "hf" and torch.cuda.is_available():
-                policy.model.to("cuda")  # with vLLM the engine samples; the HF model only formats prompts
+            rollout = None
+            if config.scale.rollout == "vllm":
+                if model in engines:
+                    engines[model].load_weights(policy.model.state_dict())
+                else:
+                    engines[model] = vllm_evaluator(config, model, checkpoint)
+                rollout = engines[model]
+            elif torch.cuda.is_available():
+                policy.model.to("cuda")
             step = checkpoint_step(checkpoint)
-            result = evaluate_to_file(config, policy, checkpoint, out, grader, step, args.seed)
+            result = evaluate_to_file(config, policy, checkpoint, out, grader, step, args.seed, rollout)
             _log_event("evaluate", model=model, step=step, average=round(result["average"], 4))
     return 0
 

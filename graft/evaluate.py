@@ -64,11 +64,38 @@ def evaluate(
     return result
 
 
+def vllm_evaluator(config: RunConfig, model: str, checkpoint: Path) -> RolloutBackend:
+    """A vLLM engine with the evaluation's sampling settings, started from ``checkpoint``; later checkpoints of
+    the same model are loaded into it with ``load_weights`` rather than starting another engine."""
+    from graft.rollout_vllm import VLLMRollout
+
+    spec = config.eval
+    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    return VLLMRollout(
+        str(checkpoint),
+        config.models[model].dtype,
+        max_tokens,
+        config.train.max_prompt_tokens + max_tokens,
+        spec.temperature,
+        spec.top_p,
+        gpu_memory_utilization=0.85,
+        colocated=False,
+    )
+
+
 def evaluate_to_file(
-    config: RunConfig, policy: Policy, checkpoint: Path, out: Path, grader: Grader, step: int, seed: int = 0
+    config: RunConfig,
+    policy: Policy,
+    checkpoint: Path,
+    out: Path,
+    grader: Grader,
+    step: int,
+    seed: int = 0,
+    rollout: RolloutBackend | None = None,
 ) -> dict:
     """Evaluate ``policy`` (loaded from ``checkpoint``) on the config's benchmarks and validation set and write the
-    result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks."""
+    result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks.
+    ``rollout``: a sampler holding the checkpoint's weights (vLLM); None: Hugging Face ``generate``."""
     from graft.benchmarks import load_benchmark
 
     spec = config.eval

@@ -29,6 +29,18 @@ from graft.rollout import Sample
 VLLM_VERSION = "0.33.0"
 
 
+def check_available() -> None:
+    """Refuse ``scale.rollout: vllm`` with one line where vLLM or a GPU is missing, before any model loads."""
+    import importlib.util
+
+    from graft.errors import ConfigError
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError("scale.rollout: 'vllm' needs the gpu extra (pip install -e '.[gpu]'); or use 'hf'")
+    if not torch.cuda.is_available():
+        raise ConfigError("scale.rollout: 'vllm' needs a GPU; use 'hf' on a CPU")
+
+
 class WeightLoader:
     """vLLM worker extension (``worker_extension_cls="graft.rollout_vllm.WeightLoader"``): methods here run
     inside the engine's worker, where ``self`` is the worker."""

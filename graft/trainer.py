@@ -98,12 +98,9 @@ def validate_request(req: TrainRequest) -> None:
     elif req.peer_archive is not None:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
     if req.config.scale.rollout == "vllm":
-        import importlib.util
+        from graft.rollout_vllm import check_available
 
-        if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("scale.rollout: 'vllm' needs the gpu extra (pip install -e '.[gpu]'); or use 'hf'")
-        if not torch.cuda.is_available():
-            raise ConfigError("scale.rollout: 'vllm' needs a GPU; use 'hf' on a CPU")
+        check_available()
     if req.eval_dir is not None and req.config.scale.processes > 1:
         raise ConfigError(
             "--eval-dir: not with scale.processes > 1; evaluate checkpoints in their own jobs "
