@@ -42,6 +42,16 @@ def test_paper_config_matches_the_papers_settings():
     assert len(training_cells(cfg)) == 15 + 21 + 16
 
 
+def test_paper_scale_matches_the_slurm_profile():
+    """One process per GPU: the training job's GPUs are the processes torchrun starts."""
+    cfg = load_config("config/paper.yaml")
+    profile = yaml.safe_load(Path("workflow/profiles/slurm/config.yaml").read_text())
+    train = profile["set-resources"]["train"]
+    assert cfg.scale.processes == train["gpu"] == 4 and train["tasks_per_gpu"] == 0
+    assert cfg.scale.rollout == "vllm" and cfg.scale.gradient_checkpointing
+    assert cfg.train.micro_batch_tokens >= cfg.train.max_prompt_tokens + cfg.train.max_response_tokens
+
+
 def base() -> dict:
     return yaml.safe_load(Path("config/smoke.yaml").read_text())
 
