@@ -48,8 +48,9 @@ class WeightLoader:
     def graft_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
         """Load Hugging Face-named tensors into the running model; vLLM's loader maps names and fuses
         projections (q/k/v, gate/up) as it does when reading a checkpoint."""
-        device = next(self.model_runner.model.parameters()).device
-        self.model_runner.model.load_weights(weights=((name, t.to(device)) for name, t in weights))
+        model = self.model_runner.get_model()  # the model itself, not its CUDA-graph wrapper
+        device = next(model.parameters()).device
+        model.load_weights(weights=((name, t.to(device)) for name, t in weights))
         return len(weights)
 
 
