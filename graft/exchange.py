@@ -24,6 +24,7 @@ from graft.algo import (
     sample_one_success,
     success_candidates,
 )
+from graft.distributed import SINGLE, World
 from graft.methods import Method
 from graft.policy import Policy
 from graft.records import StepRecords
@@ -130,6 +131,7 @@ def build_groups(
     omega_own_peer: float = 1.0,
     temperature: float = 1.0,
     micro_batch: int = 64,
+    world: World = SINGLE,
 ) -> tuple[list[Group], ExchangeStats]:
     """The receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants).
 
@@ -176,7 +178,7 @@ def build_groups(
     eos = [not peer.truncated[g][i] for g, i in flat]
     if needs_scores and flat:
         p_ids, r_ids, old_logps, recv_mean = score_peer_responses(
-            receiver, texts, responses, eos, temperature, micro_batch
+            receiver, texts, responses, eos, temperature, micro_batch, world
         )
     else:
         pairs = [retokenize(receiver, t, r, e) for t, r, e in zip(texts, responses, eos, strict=True)]

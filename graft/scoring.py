@@ -3,9 +3,12 @@ policy (the first term of paper Eq. 7, and the rho denominator of Eq. 9 for graf
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from graft.algo import mean_token_logprob
+from graft.distributed import SINGLE, World
 from graft.policy import Policy, response_logprobs
 
 
@@ -43,8 +46,12 @@ def score_peer_responses(
     generated_eos: list[bool],
     temperature: float = 1.0,
     micro_batch: int = 64,
+    world: World = SINGLE,
 ) -> tuple[list[list[int]], list[list[int]], list[list[float]], torch.Tensor]:
     """Re-tokenize peer responses for the receiver and score them with one forward pass per micro-batch.
+
+    Under several processes each scores every ``size``-th response (the model is sharded, so every process
+    runs the same number of forward passes, an empty share a one-row pass) and the scores are gathered.
 
     Returns:
         (prompt_ids, response_ids, per-token receiver log-probs, mean token log-likelihood [R]).
@@ -54,12 +61,25 @@ def score_peer_responses(
         p, r = retokenize(policy, text, response, eos)
         prompts.append(p)
         resp_ids.append(r)
+    shares = [list(range(rank, len(prompts), world.size)) for rank in range(world.size)]
+    passes = max(math.ceil(len(share) / micro_batch) for share in shares)
+    mine = shares[world.rank]
     token_logps: list[list[float]] = []
     means = []
-    for start in range(0, len(prompts), micro_batch):
-        sl = slice(start, start + micro_batch)
-        logp, mask = response_logprobs(policy.model, prompts[sl], resp_ids[sl], policy.pad_token_id, temperature)
-        means.append(mean_token_logprob(logp, mask).cpu())
-        token_logps.extend(row[: int(m.sum())].tolist() for row, m in zip(logp, mask, strict=True))
-    mean = torch.cat(means) if means else torch.zeros(0)
-    return prompts, resp_ids, token_logps, mean
+    for k in range(passes):
+        rows = mine[k * micro_batch : (k + 1) * micro_batch]
+        if not rows:  # keeps a sharded model's collectives in step; the result is dropped
+            response_logprobs(policy.model, prompts[:1], resp_ids[:1], policy.pad_token_id, temperature)
+            continue
+        logp, mask = response_logprobs(
+            policy.model, [prompts[i] for i in rows], [resp_ids[i] for i in rows], policy.pad_token_id, temperature
+        )
+        means.extend(mean_token_logprob(logp, mask).cpu().tolist())
+        token_logps.extend(row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True))
+    by_index = {}
+    for share, (part_logps, part_means) in zip(shares, world.gather((token_logps, means)), strict=True):
+        for i, lp, mean in zip(share, part_logps, part_means, strict=True):
+            by_index[i] = (lp, mean)
+    ordered = [by_index[i] for i in range(len(prompts))]
+    mean = torch.tensor([m for _, m in ordered], dtype=torch.float32)
+    return prompts, resp_ids, [lp for lp, _ in ordered], mean

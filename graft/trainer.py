@@ -7,8 +7,8 @@ uninterrupted one would.
 
 Under torchrun (``scale.processes`` > 1) every process holds both models, sharded (graft.distributed): each
 samples and grades its share of the prompts, all see the gathered records and make the same exchange
-decisions, each takes its share of every minibatch, and only process 0 writes records, metrics and the
-Hugging Face export of a checkpoint.
+decisions, each scores its share of the transferred responses and takes its share of every minibatch, and only
+process 0 writes records, metrics and the Hugging Face export of a checkpoint.
 """
 
 from __future__ import annotations
@@ -415,6 +415,7 @@ class Trainer:
                 omega_own_peer,
                 self.cfg.train.temperature,
                 self.cfg.train.micro_batch,
+                self.world,
             )
             info["scoring_s"] = time.perf_counter() - t0
             info.update(ex.metrics())

@@ -61,3 +61,10 @@ def reference_model(policy: Policy) -> torch.nn.Module:
     import copy
 
     return copy.deepcopy(policy.model).requires_grad_(False)
+
+
+def scoring_case(policy: Policy) -> tuple[list[str], list[str], list[bool]]:
+    """Seven peer responses (an odd count, so the two processes' shares and pass counts differ)."""
+    problems = ["What is 2+3?", "What is 4+4?", "What is 1+1?", "What is 6+1?", "What is 2+3?", "What is 9+9?", "2"]
+    responses = ["so \\boxed{5}", "so \\boxed{8}", "so", "so \\boxed{74}", "", "x \\boxed{18}", "so \\boxed{2}"]
+    return [policy.prompt_text(p) for p in problems], responses, [True, True, False, True, False, True, True]

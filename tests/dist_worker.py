@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import torch
-from dist_case import build_case, reference_model
+from dist_case import build_case, reference_model, scoring_case
 
 from graft.distributed import (
     close_world,
@@ -69,5 +69,25 @@ def main(method_name: str, out: Path) -> None:
     close_world(world)
 
 
+def score(model_dir: Path, out: Path) -> None:
+    """Peer responses scored by a sharded receiver, each process scoring its share (micro-batches of 2)."""
+    from graft.config import ModelSpec
+    from graft.policy import load_policy
+    from graft.scoring import score_peer_responses
+
+    torch.set_num_threads(1)
+    world = init_world()
+    policy = load_policy("A", ModelSpec(path=str(model_dir), template="{problem} =\n"))
+    shard_model(policy.model, world)
+    texts, responses, eos = scoring_case(policy)
+    result = score_peer_responses(policy, texts, responses, eos, micro_batch=2, world=world)
+    if world.is_main:
+        torch.save(result, out / "scores.pt")
+    close_world(world)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    if sys.argv[1] == "score":
+        score(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main(sys.argv[1], Path(sys.argv[2]))

@@ -72,6 +72,27 @@ def test_two_gloo_processes_equal_one_process(method_name, tmp_path):
         assert torch.equal(dist["resumed"][name], value), name
 
 
+def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_path):
+    from dist_case import scoring_case
+
+    from graft.config import ModelSpec
+    from graft.policy import load_policy
+    from graft.scoring import score_peer_responses
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    worker = [str(HERE / "dist_worker.py"), "score", str(forced_world["A"]), str(tmp_path)]
+    result = subprocess.run([*cmd, *worker], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sharded = torch.load(tmp_path / "scores.pt", weights_only=False)
+    policy = load_policy("A", ModelSpec(path=str(forced_world["A"]), template="{problem} =\n"))
+    single = score_peer_responses(policy, *scoring_case(policy), micro_batch=2)
+    assert sharded[0] == single[0] and sharded[1] == single[1]  # the same tokenization, in the same order
+    for a, b in zip(sharded[2], single[2], strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    torch.testing.assert_close(sharded[3], single[3], atol=1e-5, rtol=0)
+
+
 def test_token_budget_micro_batches_equal_one_batch():
     one_stats, one = _single("graft", micro_batch=64, micro_batch_tokens=None)
     many_stats, many = _single("graft", micro_batch=64, micro_batch_tokens=30)
