@@ -184,9 +184,9 @@ class Trainer:
 
     def save_checkpoint(self, next_step: int) -> None:
         """Model (safetensors), optimizer, sampler position and RNG states, written to a temporary directory and
-        renamed, so a checkpoint directory is complete or absent. A sharded run also writes each process's
-        model and optimizer shards (``<model>/sharded``), which is what it resumes from; the safetensors export
-        is what evaluation reads."""
+        renamed, so a checkpoint directory is complete or absent. A sharded run writes each process's model and
+        optimizer shards (``<model>/sharded``) instead of ``optimizer.pt``; that is what it resumes from, and
+        the safetensors export is what evaluation reads. Older checkpoints lose their optimizer state."""
         final = self._ckpt_dir(next_step)
         tmp = final.with_name(final.name + ".tmp")
         world = self.world
@@ -198,7 +198,9 @@ class Trainer:
             if world.distributed:
                 save_sharded(lr.policy.model, lr.optimizer, tmp / lr.name / "sharded")
                 weights = full_state_dict(lr.policy.model, world)
-                if world.is_main:
+                if world.is_main:  # in the configured dtype, as a single process would have written it
+                    dtype = DTYPES[self.cfg.models[lr.name].dtype]
+                    weights = {k: v.to(dtype) for k, v in weights.items()}
                     lr.policy.model.save_pretrained(tmp / lr.name, state_dict=weights, safe_serialization=True)
             else:
                 lr.policy.model.save_pretrained(tmp / lr.name, safe_serialization=True)
@@ -217,7 +219,18 @@ class Trainer:
             (tmp / "state.json").write_text(json.dumps(state))
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
+            self._prune_resume_state(keep=final)
         world.barrier()
+
+    def _prune_resume_state(self, keep: Path) -> None:
+        """Only the newest checkpoint is resumed from, so older ones keep their models (for evaluation) and lose
+        their optimizer state: at the paper's scale that is about 50 GB per model and checkpoint."""
+        for ckpt in (self.out / "checkpoints").glob("step_*"):
+            if ckpt == keep or ckpt.name.endswith(".tmp"):
+                continue
+            for lr in self.learners:
+                (ckpt / lr.name / "optimizer.pt").unlink(missing_ok=True)
+                shutil.rmtree(ckpt / lr.name / "sharded", ignore_errors=True)
 
     def evaluate_checkpoints(self) -> None:
         """pass@1 of every model at every checkpoint that has no evaluation yet (a resumed run may have lost

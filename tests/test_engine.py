@@ -187,6 +187,9 @@ def test_kill_and_resume_ends_as_an_uninterrupted_run(forced_world, tmp_path, mo
     assert len(metrics(killed)) == 6  # steps 0-2 logged; the last checkpoint is at 2
     run(forced_world, killed, steps=4, resume=True).run(log=lambda _: None)
     assert metrics(killed) == metrics(whole)
+    # only the newest checkpoint keeps the optimizer state a resume needs
+    assert (killed / "checkpoints" / "step_00004" / "A" / "optimizer.pt").is_file()
+    assert not (killed / "checkpoints" / "step_00002" / "A" / "optimizer.pt").exists()
     for m in "AB":
         from safetensors.torch import load_file
 
