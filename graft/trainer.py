@@ -372,8 +372,22 @@ class Trainer:
                 "replay needs the peer's GRPO run with the same data and seed"
             )
         answers = [p.answer for p in batch for _ in range(records.n)]
-        grades = self.grader.grade([t for row in records.texts for t in row], answers)
+        grades = self._grade_in_shares([t for row in records.texts for t in row], answers)
         return recompute_rewards(records, grades.rewards)
+
+    def _grade_in_shares(self, texts: list[str], answers: list[str]) -> Grades:
+        """Grade every ``size``-th item on each process and gather the rewards back into order."""
+        world = self.world
+        if not world.distributed:
+            return self.grader.grade(texts, answers)
+        mine = self.grader.grade(texts[world.rank :: world.size], answers[world.rank :: world.size])
+        rewards = [0.0] * len(texts)
+        timeouts = unparsed = 0
+        for rank, part in enumerate(world.gather(mine)):
+            rewards[rank :: world.size] = part.rewards
+            timeouts += part.timeouts
+            unparsed += part.unparsed
+        return Grades(rewards, timeouts, unparsed)
 
     def step(self, step: int) -> list[dict]:
         t_step = time.perf_counter()

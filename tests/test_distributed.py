@@ -136,12 +136,15 @@ def test_plan_covers_every_row_once_within_limits(lengths, world, max_rows, max_
                 assert width * len(micro) <= max_tokens
 
 
-def _graft_train(config: Path, out: Path, steps: int, resume: bool = False) -> subprocess.CompletedProcess:
+def _graft_train(
+    config: Path, out: Path, steps: int, resume: bool = False, method: str = "graft_no_gate", models: str = "A,B",
+    extra: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess:  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graft.cli"]
     # without the gate every transferred response is trained on, so the peer path surely runs in 3 steps
-    args = ["train", "--config", str(config), "--method", "graft_no_gate", "--models", "A,B", "--seed", "0"]
-    args += ["--out", str(out), "--steps", str(steps), *(["--resume"] if resume else [])]
+    args = ["train", "--config", str(config), "--method", method, "--models", models, "--seed", "0"]
+    args += ["--out", str(out), "--steps", str(steps), *(["--resume"] if resume else []), *extra]
     return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -188,6 +191,15 @@ def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, t
         assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
         load_policy(m, ModelSpec(path=str(final)))
     assert json.loads((whole / "done.json").read_text())["checkpoints"] == ["step_00002", "step_00003"]
+
+    # archive replay of A's stored trajectories by B: the archive is regraded in shares and gathered back in
+    # order, so the regraded rewards equal the stored ones
+    replay = tmp_path / "replay"
+    archive = ("--peer-archive", str(whole / "trajectories" / "A"))
+    result = _graft_train(path, replay, 2, method="replay", models="B", extra=archive)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = metrics(replay)
+    assert [r["model"] for r in rows] == ["B", "B"] and all(r["archive_rewards_changed"] == 0 for r in rows)
 
 
 def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
