@@ -248,13 +248,22 @@ class Trainer:
                     evaluate_to_file(self.cfg, policy, ckpt / name, out, self.grader, step)
 
     def latest_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint that still holds the state a resume needs (see ``save_checkpoint``)."""
         root = self.out / "checkpoints"
         found = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
-        return found[-1] if found else None
+        for ckpt in reversed(found):
+            if (ckpt / "state.json").is_file() and all(
+                (ckpt / lr.name / "optimizer.pt").is_file() or (ckpt / lr.name / "sharded").is_dir()
+                for lr in self.learners
+            ):
+                return ckpt
+        return None
 
     def restore(self) -> None:
         ckpt = self.latest_checkpoint()
-        if ckpt is None:
+        if ckpt is None:  # nothing to resume from: start over, dropping the metrics of the lost steps
+            if self.world.is_main:
+                self._truncate_metrics(0)
             return
         state = json.loads((ckpt / "state.json").read_text())
         sharded = state.get("processes", 1) > 1

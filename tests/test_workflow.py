@@ -93,8 +93,8 @@ def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
 
 
 def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
-    # What a job killed after its first checkpoint leaves behind: checkpoint 1, metrics, no done.json, and none
-    # of the outputs downstream of it.
+    # A cell whose job did not finish: no done.json, its newest checkpoint gone, none of the outputs downstream
+    # of it. Checkpoint 1 has no optimizer state (only the newest checkpoint keeps it), so the job starts over.
     run_dir = smoke / "runs" / "graft" / "P1" / "seed0"
     (run_dir / "done.json").unlink()
     shutil.rmtree(run_dir / "checkpoints" / "step_00002")
