@@ -4,6 +4,7 @@ replay and kill-and-resume."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -196,6 +197,16 @@ def test_kill_and_resume_ends_as_an_uninterrupted_run(forced_world, tmp_path, mo
         w1 = load_file(whole / "checkpoints" / "step_00004" / m / "model.safetensors")
         w2 = load_file(killed / "checkpoints" / "step_00004" / m / "model.safetensors")
         assert all(torch.equal(w1[key], w2[key]) for key in w1)
+
+
+def test_resume_without_resume_state_starts_over(forced_world, tmp_path):
+    out = tmp_path / "run"
+    run(forced_world, out, steps=3).run(log=lambda _: None)
+    before = metrics(out)
+    shutil.rmtree(out / "checkpoints" / "step_00003")  # step 2 kept its model but not its optimizer state
+    (out / "done.json").unlink()
+    run(forced_world, out, steps=3, resume=True).run(log=lambda _: None)
+    assert metrics(out) == before  # redone from step 0, with no duplicated rows
 
 
 def test_grader_scores_pathological_answers_zero_within_the_timeout():
