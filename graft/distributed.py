@@ -2,9 +2,9 @@
 FSDP2 (``fully_shard``), sharded checkpoints with ``torch.distributed.checkpoint``.
 
 Layout: both models of a pair are *colocated*, each sharded over every process of the job, so the exchange and
-the loop are those of the single-process path; only rollouts (each process samples a share of the prompts),
-updates (each process takes a share of a minibatch's rows) and checkpoints are split. A single process is a
-world of size 1 and uses none of this.
+the loop are those of the single-process path; only rollouts and grading (each process takes a share of the
+prompts), scoring of transferred responses, updates (each process takes a share of a minibatch's rows) and
+checkpoints are split. A single process is a world of size 1 and uses none of this.
 """
 
 from __future__ import annotations
