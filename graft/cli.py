@@ -310,7 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
     methods.add_argument("--out", type=Path, help="write every resolved preset to this YAML file")
     methods.set_defaults(func=_cmd_methods)
 
-    train = sub.add_parser("train", help="GRPO, co-training or archive replay of one cell")
+    train = sub.add_parser(
+        "train",
+        help="GRPO, co-training or archive replay of one cell",
+        description="GRPO, co-training or archive replay of one cell. Under torchrun (torchrun --nproc-per-node N "
+        "-m graft.cli train ...) both models are sharded over the N processes (config scale.processes).",
+    )
     train.add_argument("--config", type=Path, required=True, help="the workflow's YAML config")
     train.add_argument("--method", required=True, help="a method preset (graft methods lists them)")
     train.add_argument("--models", required=True, help="A for one model, A,B for a co-trained pair")
