@@ -103,21 +103,6 @@ def evaluate_to_file(
     if spec.validation:
         sets["validation"] = load_benchmark(spec.validation, "eval.validation")
     max_tokens = spec.max_response_tokens or config.train.max_response_tokens
-    rollout = None
-    if config.scale.rollout == "vllm":
-        from graft.rollout_vllm import VLLMRollout
-
-        longest_prompt = config.train.max_prompt_tokens
-        rollout = VLLMRollout(
-            str(checkpoint),
-            config.models[policy.name].dtype,
-            max_tokens,
-            longest_prompt + max_tokens,
-            spec.temperature,
-            spec.top_p,
-            gpu_memory_utilization=0.85,
-            colocated=False,
-        )
     was_training = policy.model.training
     policy.model.eval()
     result = evaluate(policy, sets, grader, spec.k, spec.temperature, spec.top_p, max_tokens, seed, rollout=rollout)
