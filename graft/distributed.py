@@ -10,6 +10,7 @@ checkpoints are split. A single process is a world of size 1 and uses none of th
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,20 @@ class World:
             return [obj]
         out: list[Any] = [None] * self.size
         dist.all_gather_object(out, obj)
+        return out
+
+    def share(self, items: Sequence[Any]) -> list[Any]:
+        """This process's share of ``items``: every ``size``-th item from position ``rank``."""
+        return list(items[self.rank :: self.size])
+
+    def gather_shares(self, mine: list[Any], total: int) -> list[Any]:
+        """The inverse of ``share`` over all processes: every process's share put back into the order of the
+        ``total`` items it was taken from, on every process."""
+        if not self.distributed:
+            return list(mine)
+        out: list[Any] = [None] * total
+        for rank, part in enumerate(self.gather(mine)):
+            out[rank :: self.size] = part
         return out
 
     def sum(self, values: list[float]) -> list[float]:

@@ -61,11 +61,10 @@ def score_peer_responses(
         p, r = retokenize(policy, text, response, eos)
         prompts.append(p)
         resp_ids.append(r)
-    shares = [list(range(rank, len(prompts), world.size)) for rank in range(world.size)]
-    passes = max(math.ceil(len(share) / micro_batch) for share in shares)
-    mine = shares[world.rank]
-    token_logps: list[list[float]] = []
-    means = []
+    mine = world.share(range(len(prompts)))
+    # process 0 has the largest share; every process runs that many passes
+    passes = math.ceil(math.ceil(len(prompts) / world.size) / micro_batch)
+    scored: list[tuple[list[float], float]] = []
     for k in range(passes):
         rows = mine[k * micro_batch : (k + 1) * micro_batch]
         if not rows:  # keeps a sharded model's collectives in step; the result is dropped
@@ -74,12 +73,9 @@ def score_peer_responses(
         logp, mask = response_logprobs(
             policy.model, [prompts[i] for i in rows], [resp_ids[i] for i in rows], policy.pad_token_id, temperature
         )
-        means.extend(mean_token_logprob(logp, mask).cpu().tolist())
-        token_logps.extend(row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True))
-    by_index = {}
-    for share, (part_logps, part_means) in zip(shares, world.gather((token_logps, means)), strict=True):
-        for i, lp, mean in zip(share, part_logps, part_means, strict=True):
-            by_index[i] = (lp, mean)
-    ordered = [by_index[i] for i in range(len(prompts))]
+        means = mean_token_logprob(logp, mask).cpu().tolist()
+        logps = [row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True)]
+        scored.extend(zip(logps, means, strict=True))
+    ordered = world.gather_shares(scored, len(prompts))
     mean = torch.tensor([m for _, m in ordered], dtype=torch.float32)
     return prompts, resp_ids, [lp for lp, _ in ordered], mean

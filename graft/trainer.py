@@ -153,15 +153,20 @@ def _make_learner(name: str, cfg: RunConfig, method: Method, world: World = SING
     if method.kl_coef > 0:
         ref = copy.deepcopy(policy.model).requires_grad_(False)
     if world.distributed:
-        compute = DTYPES[spec.dtype] if spec.dtype != "float32" else None
-        shard_model(policy.model, world, compute)
+        shard_model(policy.model, world, DTYPES[spec.dtype])
         if ref is not None:
-            shard_model(ref, world, compute)
+            shard_model(ref, world, DTYPES[spec.dtype])
     t = cfg.train
     optimizer = torch.optim.AdamW(
         policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
     )
     return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window), separate)
+
+
+def _resume_state(ckpt: Path, model: str) -> tuple[Path, Path]:
+    """Where a checkpoint keeps a model's optimizer state: one process's ``optimizer.pt``, or the directory
+    of a sharded run's model and optimizer shards."""
+    return ckpt / model / "optimizer.pt", ckpt / model / "sharded"
 
 
 class Trainer:
@@ -195,8 +200,9 @@ class Trainer:
             tmp.mkdir(parents=True)
         world.barrier()
         for lr in self.learners:
+            single, sharded = _resume_state(tmp, lr.name)
             if world.distributed:
-                save_sharded(lr.policy.model, lr.optimizer, tmp / lr.name / "sharded")
+                save_sharded(lr.policy.model, lr.optimizer, sharded)
                 weights = full_state_dict(lr.policy.model, world)
                 if world.is_main:  # in the configured dtype, as a single process would have written it
                     dtype = DTYPES[self.cfg.models[lr.name].dtype]
@@ -204,7 +210,7 @@ class Trainer:
                     lr.policy.model.save_pretrained(tmp / lr.name, state_dict=weights, safe_serialization=True)
             else:
                 lr.policy.model.save_pretrained(tmp / lr.name, safe_serialization=True)
-                torch.save(lr.optimizer.state_dict(), tmp / lr.name / "optimizer.pt")
+                torch.save(lr.optimizer.state_dict(), single)
             if world.is_main:
                 lr.policy.tokenizer.save_pretrained(tmp / lr.name)
         if world.is_main:
@@ -229,8 +235,9 @@ class Trainer:
             if ckpt == keep or ckpt.name.endswith(".tmp"):
                 continue
             for lr in self.learners:
-                (ckpt / lr.name / "optimizer.pt").unlink(missing_ok=True)
-                shutil.rmtree(ckpt / lr.name / "sharded", ignore_errors=True)
+                single, sharded = _resume_state(ckpt, lr.name)
+                single.unlink(missing_ok=True)
+                shutil.rmtree(sharded, ignore_errors=True)
 
     def evaluate_checkpoints(self) -> None:
         """pass@1 of every model at every checkpoint that has no evaluation yet (a resumed run may have lost
@@ -253,8 +260,7 @@ class Trainer:
         found = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
         for ckpt in reversed(found):
             if (ckpt / "state.json").is_file() and all(
-                (ckpt / lr.name / "optimizer.pt").is_file() or (ckpt / lr.name / "sharded").is_dir()
-                for lr in self.learners
+                any(path.exists() for path in _resume_state(ckpt, lr.name)) for lr in self.learners
             ):
                 return ckpt
         return None
@@ -274,7 +280,7 @@ class Trainer:
             )
         for lr in self.learners:
             if sharded:
-                load_sharded(lr.policy.model, lr.optimizer, ckpt / lr.name / "sharded")
+                load_sharded(lr.policy.model, lr.optimizer, _resume_state(ckpt, lr.name)[1])
             else:
                 self._load_single(lr, ckpt)
             lr.capability.load_state_dict(state["capability"][lr.name])
@@ -301,7 +307,7 @@ class Trainer:
         tied = {k for k in result.missing_keys if "lm_head" in k}
         if result.unexpected_keys or set(result.missing_keys) - tied:
             raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {lr.name!r}")
-        lr.optimizer.load_state_dict(torch.load(ckpt / lr.name / "optimizer.pt", weights_only=True))
+        lr.optimizer.load_state_dict(torch.load(_resume_state(ckpt, lr.name)[0], weights_only=True))
 
     def _truncate_metrics(self, next_step: int) -> None:
         path = self.out / "metrics.jsonl"
@@ -317,31 +323,26 @@ class Trainer:
     ) -> tuple[list[list[Sample]], Grades, dict]:
         """This process's share of the prompts (every ``size``-th from its rank), sampled and graded, then
         every process's share gathered back into batch order."""
-        world = self.world
-        mine = list(range(world.rank, len(batch), world.size))
-        prompts = [lr.policy.encode(lr.policy.prompt_text(batch[i].problem)) for i in mine]
+        world, n = self.world, self.method.n
+        mine = world.share(batch)
+        prompts = [lr.policy.encode(lr.policy.prompt_text(p.problem)) for p in mine]
         # The sampling seed depends on the model's name, not its position, so a replay run of one model draws
         # the same samples as that model did in a co-training run with the same seed (and process count).
         seed = (self.req.seed * 1_000_003 + step) * 65_537 + zlib.crc32(lr.name.encode()) + world.rank * 7_919
         t0 = time.perf_counter()
-        samples = lr.rollout.generate(prompts, self.method.n, seed=seed % (2**63)) if mine else []
+        samples = lr.rollout.generate(prompts, n, seed=seed % (2**63)) if mine else []
         t1 = time.perf_counter()
-        texts = [s.text for group in samples for s in group]
-        answers = [batch[i].answer for i in mine for _ in range(self.method.n)]
-        grades = self.grader.grade(texts, answers)
+        grades = self.grader.grade(
+            [s.text for group in samples for s in group], [p.answer for p in mine for _ in range(n)]
+        )
         timings = {"rollout_s": t1 - t0, "reward_s": time.perf_counter() - t1}
         if not world.distributed:
             return samples, grades, timings
-        ordered: list[list[Sample]] = [[] for _ in batch]
-        rewards = [[0.0] * self.method.n for _ in batch]
-        timeouts = unparsed = 0
-        for rank, (part, grade) in enumerate(world.gather((samples, grades))):
-            for j, i in enumerate(range(rank, len(batch), world.size)):
-                ordered[i] = part[j]
-                rewards[i] = grade.rewards[j * self.method.n : (j + 1) * self.method.n]
-            timeouts += grade.timeouts
-            unparsed += grade.unparsed
-        return ordered, Grades([r for row in rewards for r in row], timeouts, unparsed), timings
+        per_prompt = [(group, grades.rewards[j * n : (j + 1) * n]) for j, group in enumerate(samples)]
+        ordered = world.gather_shares(per_prompt, len(batch))
+        timeouts, unparsed = world.sum([grades.timeouts, grades.unparsed])
+        rewards = [r for _, row in ordered for r in row]
+        return [group for group, _ in ordered], Grades(rewards, int(timeouts), int(unparsed)), timings
 
     def _rollout(self, lr: Learner, step: int, batch: list[Problem]) -> tuple[StepRecords, dict]:
         samples, grades, timings = self._sample_and_grade(lr, step, batch)
@@ -389,14 +390,9 @@ class Trainer:
         world = self.world
         if not world.distributed:
             return self.grader.grade(texts, answers)
-        mine = self.grader.grade(texts[world.rank :: world.size], answers[world.rank :: world.size])
-        rewards = [0.0] * len(texts)
-        timeouts = unparsed = 0
-        for rank, part in enumerate(world.gather(mine)):
-            rewards[rank :: world.size] = part.rewards
-            timeouts += part.timeouts
-            unparsed += part.unparsed
-        return Grades(rewards, timeouts, unparsed)
+        mine = self.grader.grade(world.share(texts), world.share(answers))
+        timeouts, unparsed = world.sum([mine.timeouts, mine.unparsed])
+        return Grades(world.gather_shares(mine.rewards, len(texts)), int(timeouts), int(unparsed))
 
     def step(self, step: int) -> list[dict]:
         t_step = time.perf_counter()
