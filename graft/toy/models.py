@@ -77,31 +77,21 @@ def build_model(spec: ToyArch, tokenizer, max_positions: int = 256, seed: int = 
         bos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=True,
     )
-    head_dim = spec.hidden // spec.heads
+    # the two Llama-family decoders share these; each adds what distinguishes it
+    decoder = dict(
+        hidden_size=spec.hidden,
+        intermediate_size=3 * spec.hidden,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=max(1, spec.heads // 2),
+        max_position_embeddings=max_positions,
+        attention_dropout=0.0,
+        **common,
+    )
     if spec.arch == "qwen3":
-        config = Qwen3Config(
-            hidden_size=spec.hidden,
-            intermediate_size=3 * spec.hidden,
-            num_hidden_layers=spec.layers,
-            num_attention_heads=spec.heads,
-            num_key_value_heads=max(1, spec.heads // 2),
-            head_dim=head_dim,
-            max_position_embeddings=max_positions,
-            attention_dropout=0.0,
-            **common,
-        )
+        config = Qwen3Config(head_dim=spec.hidden // spec.heads, **decoder)
     elif spec.arch == "smollm3":
-        config = SmolLM3Config(
-            hidden_size=spec.hidden,
-            intermediate_size=3 * spec.hidden,
-            num_hidden_layers=spec.layers,
-            num_attention_heads=spec.heads,
-            num_key_value_heads=max(1, spec.heads // 2),
-            max_position_embeddings=max_positions,
-            attention_dropout=0.0,
-            no_rope_layers=[int((i + 1) % 4 != 0) for i in range(spec.layers)],
-            **common,
-        )
+        config = SmolLM3Config(no_rope_layers=[int((i + 1) % 4 != 0) for i in range(spec.layers)], **decoder)
     elif spec.arch == "gpt2":
         config = GPT2Config(
             n_embd=spec.hidden,
