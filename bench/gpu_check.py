@@ -104,7 +104,8 @@ def random_prompts(cfg: SimpleNamespace, count: int, seed: int) -> list[list[int
 
 def rollout_phase(cfg, directory: Path, world: World, results: dict):
     """Sample with vLLM if installed, else with HF generate; returns the engine (or None)."""
-    torch.cuda.reset_peak_memory_stats() if world.device.type == "cuda" else None
+    if world.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     try:
         from graft.rollout_vllm import VLLMRollout
 
@@ -142,7 +143,8 @@ def rollout_phase(cfg, directory: Path, world: World, results: dict):
     )
     if backend == "hf generate":
         del engine, policy, model
-        torch.cuda.empty_cache() if world.device.type == "cuda" else None
+        if world.device.type == "cuda":
+            torch.cuda.empty_cache()
         return None
     return engine
 
