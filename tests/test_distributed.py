@@ -31,16 +31,16 @@ def _single(method_name: str, micro_batch: int, micro_batch_tokens: int | None):
     return stats, {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
 
 
-def _torchrun(method_name: str, out: Path, processes: int) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    result = subprocess.run(
-        [*cmd, str(HERE / "dist_worker.py"), method_name, str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+def _torchrun(processes: int, *args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """``torchrun --standalone`` with ``processes`` processes of one thread each; ``args``: a script and its
+    arguments, or ``-m module ...``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _worker_updates(method_name: str, out: Path, processes: int) -> dict:
+    result = _torchrun(processes, str(HERE / "dist_worker.py"), method_name, str(out), pythonpath=HERE)
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(out / "result.pt", weights_only=False)
 
@@ -56,7 +56,7 @@ def _assert_close(params: dict, reference: dict) -> None:
 @pytest.mark.parametrize("method_name", ["graft", "hacpo", "sgt"])
 def test_two_gloo_processes_equal_one_process(method_name, tmp_path):
     single, params = _single(method_name, micro_batch=64, micro_batch_tokens=None)
-    dist = _torchrun(method_name, tmp_path, 2)
+    dist = _worker_updates(method_name, tmp_path, 2)
     assert dist["world"] == 2
     sharded = dist["stats"][0]
     assert sharded["loss"] == pytest.approx(single["loss"], rel=1e-5, abs=1e-7)
@@ -79,10 +79,8 @@ def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_
     from graft.policy import load_policy
     from graft.scoring import score_peer_responses
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
     worker = [str(HERE / "dist_worker.py"), "score", str(forced_world["A"]), str(tmp_path)]
-    result = subprocess.run([*cmd, *worker], env=env, capture_output=True, text=True, timeout=600)
+    result = _torchrun(2, *worker, pythonpath=HERE)
     assert result.returncode == 0, result.stderr[-3000:]
     sharded = torch.load(tmp_path / "scores.pt", weights_only=False)
     policy = load_policy("A", ModelSpec(path=str(forced_world["A"]), template="{problem} =\n"))
@@ -140,12 +138,10 @@ def _graft_train(
     config: Path, out: Path, steps: int, resume: bool = False, method: str = "graft_no_gate", models: str = "A,B",
     extra: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graft.cli"]
     # without the gate every transferred response is trained on, so the peer path surely runs in 3 steps
     args = ["train", "--config", str(config), "--method", method, "--models", models, "--seed", "0"]
     args += ["--out", str(out), "--steps", str(steps), *(["--resume"] if resume else []), *extra]
-    return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, timeout=600)
+    return _torchrun(2, "-m", "graft.cli", *args)
 
 
 def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, tmp_path):
@@ -207,12 +203,8 @@ def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
     rot between GPU sessions (its timings are not checked here)."""
     import json
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"]
     script = HERE.parent / "bench" / "gpu_check.py"
-    result = subprocess.run(
-        [*cmd, str(script), "--tiny", "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=600
-    )
+    result = _torchrun(1, str(script), "--tiny", "--out", str(tmp_path), pythonpath=HERE.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_check_tiny.json").read_text())
     assert report["train_tokens"] == 8 * (16 + 32) and report["rollout_backend"] == "hf generate"
