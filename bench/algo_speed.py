@@ -30,6 +30,7 @@ from graft.algo import (
     sequence_ratio_objective,
     success_counts,
 )
+from graft.results import write_text
 
 
 def timeit(fn, repeats: int) -> tuple[float, float]:
@@ -107,10 +108,7 @@ def main() -> None:
         "repeats": args.repeats,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(args.out)
+    write_text(args.out, json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -27,12 +27,12 @@ import torch
 import torch.distributed as dist
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from graft.distributed import World, enable_gradient_checkpointing, shard_model
-from graft.exchange import Row
+from graft.engine.distributed import World, enable_gradient_checkpointing, shard_model
+from graft.engine.policy import Policy, response_logprobs
+from graft.engine.rollout import HFRollout
 from graft.methods import get_method
-from graft.policy import Policy, response_logprobs
-from graft.rollout import HFRollout
-from graft.update import minibatch_update
+from graft.train.exchange import Row
+from graft.train.update import UpdateSettings, minibatch_update
 
 # Qwen/Qwen3-1.7B-Base's config.json (architecture only)
 QWEN3_17B = dict(
@@ -107,7 +107,7 @@ def rollout_phase(cfg, directory: Path, world: World, results: dict):
     if world.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     try:
-        from graft.rollout_vllm import VLLMRollout
+        from graft.engine.vllm import VLLMRollout
 
         use_vllm = world.device.type == "cuda"
     except ImportError:
@@ -175,10 +175,8 @@ def training_phase(cfg, directory: Path, world: World, results: dict) -> Policy:
             torch.cuda.synchronize()
         dist.barrier()
         t0 = time.perf_counter()
-        minibatch_update(
-            method, policy, optimizer, rows, index, 1.0, cfg.micro_batch, micro_batch_tokens=cfg.micro_batch_tokens,
-            world=world,
-        )  # fmt: skip
+        settings = UpdateSettings(grad_clip=1.0, micro_batch=cfg.micro_batch, micro_batch_tokens=cfg.micro_batch_tokens)
+        minibatch_update(method, policy, optimizer, rows, settings=settings, update_index=index, world=world)
         if world.device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)

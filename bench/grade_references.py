@@ -11,8 +11,8 @@ import json
 import random
 from pathlib import Path
 
-from graft.benchmarks import load_benchmark
-from graft.reward import Grader, last_boxed
+from graft.data.benchmarks import load_benchmark
+from graft.engine.reward import Grader, last_boxed
 
 
 def main() -> None:

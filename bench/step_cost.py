@@ -24,7 +24,8 @@ import torch
 
 from graft.config import load_config
 from graft.methods import get_method
-from graft.trainer import Trainer, TrainRequest
+from graft.train.request import TrainRequest
+from graft.train.trainer import Trainer
 
 PARTS = ("rollout_s", "reward_s", "scoring_s", "update_s")
 

@@ -1,48 +1,51 @@
-"""The ``graft`` command line. Bad input exits with code 2 and one line on stderr (DESIGN.md section 9)."""
+"""The ``graft`` command line: parses arguments and calls the package; no logic of its own beyond checking that
+the arguments fit together. Bad input exits with code 2 and one line on stderr (DESIGN.md section 9)."""
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
 
 import yaml
 
-from graft.config import read_yaml
+from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
-from graft.methods import PRESETS, get_method
+from graft.methods import PRESETS, get_method, resolve_all
+from graft.results import ResultsTree, RunDir, write_text
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+def _log_event(event: str, **fields) -> None:
+    """Progress as JSON Lines on stderr: a machine can read it and a person can follow it."""
+    print(json.dumps({"event": event, **fields}), file=sys.stderr, flush=True)
+
+
+def _set_threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
     custom = (read_yaml(args.config).get("methods") or {}) if args.config else {}
     if args.name:
-        method = get_method(args.name, custom)
-        print(yaml.safe_dump({args.name: method.to_dict()}, sort_keys=False), end="")
-        return 0
-    if args.out:
-        # Resolving every preset validates the config's user presets before any compute.
-        resolved = {name: get_method(name, custom).to_dict() for name in [*PRESETS, *custom]}
-        _write_atomic(args.out, yaml.safe_dump(resolved, sort_keys=False))
-        return 0
-    width = max(len(name) for name in PRESETS)
-    print(f"{'preset':<{width}}  table  label")
-    for name, preset in PRESETS.items():
-        print(f"{name:<{width}}  {preset.table:<5}  {preset.label}")
+        print(yaml.safe_dump({args.name: get_method(args.name, custom).to_dict()}, sort_keys=False), end="")
+    elif args.out:
+        write_text(args.out, yaml.safe_dump(resolve_all(custom), sort_keys=False))
+    else:
+        width = max(len(name) for name in PRESETS)
+        print(f"{'preset':<{width}}  table  label")
+        for name, preset in PRESETS.items():
+            print(f"{name:<{width}}  {preset.table:<5}  {preset.label}")
     return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from graft.config import load_config
-    from graft.trainer import Trainer, TrainRequest
+    from graft.engine.distributed import close_world, init_world
+    from graft.train.request import TrainRequest
+    from graft.train.trainer import Trainer
 
     config = load_config(args.config)
     request = TrainRequest(
@@ -56,12 +59,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         resume=args.resume,
         eval_dir=args.eval_dir,
     )
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    from graft.distributed import close_world, init_world
-
+    _set_threads(args.threads)
     world = init_world()
     try:
         Trainer(request, world).run(log=lambda fields: _log_event("step", **fields))
@@ -70,117 +68,38 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_event(event: str, **fields) -> None:
-    """Progress as JSON Lines on stderr: a machine can read it and a person can follow it."""
-    print(json.dumps({"event": event, **fields}), file=sys.stderr, flush=True)
-
-
-def _log_warmup(model: str, step: int, loss: float) -> None:
-    _log_event("warmup", model=model, step=step, loss=round(loss, 4))
-
-
-def _toy_root(config, out: Path | None) -> Path:
-    return out if out is not None else Path(config.results) / "toy"
-
-
-def _require_toy(config):
-    if config.toy is None:
-        raise ConfigError("toy: this config has no 'toy:' section to build from")
-    return config.toy
-
-
 def _cmd_toy(args: argparse.Namespace) -> int:
-    from graft.config import load_config
-    from graft.toy.build import build_toy_model, read_problems, write_data
+    from graft.toy.build import build_world
 
     config = load_config(args.config)
-    toy = _require_toy(config)
-    root = _toy_root(config, args.out)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    summary: dict = {}
-    if args.toy_command in ("data", "build"):
-        summary["data"] = write_data(toy, root / "data")
-        _log_event("toy_data", **summary["data"])
-    if args.toy_command in ("model", "build"):
-        names = [args.name] if args.toy_command == "model" else list(toy.models)
-        for name in names:
-            if name not in toy.models:
-                raise ConfigError(f"--name: unknown toy model {name!r}; toy models: {', '.join(toy.models)}")
-        warmup_file = root / "data" / "warmup.jsonl"
-        if not warmup_file.is_file():
-            raise ConfigError(f"toy model: {str(warmup_file)!r} is missing; run 'graft toy data' first")
-        warmup = read_problems(warmup_file)
-        for name in names:
-            progress = functools.partial(_log_warmup, name)
-            info = build_toy_model(
-                name, toy.models[name], config.models[name], warmup, root / "models" / name, toy.seed, progress
-            )
-            summary[name] = info
-            _log_event("toy_model", **info)
+    _set_threads(args.threads)
+    root = args.out if args.out is not None else ResultsTree(config.results).toy
+    summary = build_world(config, args.toy_command, root, getattr(args, "name", None), _log_event)
     if args.summary:
-        _write_atomic(args.summary, json.dumps(summary, indent=2) + "\n")
+        write_text(args.summary, json.dumps(summary, indent=2) + "\n")
     return 0
 
 
 def _cmd_complementarity(args: argparse.Namespace) -> int:
-    from graft.complementarity import analyse
-    from graft.config import load_config
-    from graft.data import load_problems
-    from graft.policy import check_model_dir, load_policy
-    from graft.reward import Grader
+    from graft.eval.complementarity import complementarity
 
     config = load_config(args.config)
-    names = [m.strip() for m in args.models.split(",")]
-    if len(names) != 2 or len(set(names)) != 2:
-        raise ConfigError(f"--models: expected two different models A,B, got {args.models!r}")
-    for name in names:
-        if name not in config.models:
-            raise ConfigError(f"--models: unknown model {name!r}; models: {', '.join(config.models)}")
-        check_model_dir(config.models[name].path, f"models.{name}.path")
     files = args.data or [Path(config.data.validation or config.data.train)]
-    problems, sets = [], []
-    for file in files:
-        loaded = load_problems(file, "--data")[: args.prompts or None]
-        problems += loaded
-        sets += [file.stem] * len(loaded)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    policies = [load_policy(name, config.models[name]) for name in names]
-    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        report = analyse(
-            policies,
-            problems,
-            grader,
-            args.n,
-            args.seed,
-            config.train.max_response_tokens,
-            config.train.temperature,
-            config.train.top_p,
-            args.delta,
-            sets,
-        )
-    report["data"] = [str(f) for f in files]
+    _set_threads(args.threads)
+    names = [m.strip() for m in args.models.split(",")]
+    report = complementarity(config, names, files, prompts=args.prompts, n=args.n, seed=args.seed, delta=args.delta)
     text = json.dumps(report, indent=2)
     if args.out:
-        _write_atomic(args.out, text + "\n")
+        write_text(args.out, text + "\n")
     print(text)
     return 0
 
 
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from graft.config import load_config
-    from graft.evaluate import checkpoint_step, evaluate_to_file, vllm_evaluator
-    from graft.policy import check_model_dir, load_policy
-    from graft.reward import Grader
+def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, Path]]:
+    """(model, checkpoint, result file) for ``--checkpoint`` or for every checkpoint of ``--run``."""
+    from graft.engine.policy import check_model_dir
+    from graft.eval.evaluate import run_jobs
 
-    config = load_config(args.config)
-    if config.eval is None:
-        raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
     if (args.checkpoint is None) == (args.run is None):
         raise ConfigError("evaluate: give either --checkpoint DIR with --model and --out, or --run DIR with --out-dir")
     if args.checkpoint is not None:
@@ -190,86 +109,52 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         if args.out_dir is None:
             raise ConfigError("--out-dir: required with --run")
-        run_meta = args.run / "run.json"
-        if not run_meta.is_file():
+        run = RunDir(args.run)
+        if not run.run_json.is_file():
             raise ConfigError(f"--run: {str(args.run)!r} is not a training run (no run.json)")
-        models = [args.model] if args.model else json.loads(run_meta.read_text())["models"]
-        jobs = []
+        models = [args.model] if args.model else json.loads(run.run_json.read_text())["models"]
+        jobs = run_jobs(run, models, args.out_dir)
         for model in models:
-            found = sorted((args.run / "checkpoints").glob(f"step_*/{model}"))
-            if not found:
+            if not any(job[0] == model for job in jobs):
                 raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {model!r}")
-            jobs += [
-                (model, check_model_dir(c, "--run"), args.out_dir / model / f"{c.parent.name}.json") for c in found
-            ]
+        jobs = [(model, check_model_dir(ckpt, "--run"), out) for model, ckpt, out in jobs]
     for model, _, _ in jobs:
         if model not in config.models:
             raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
-    import torch
+    return jobs
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if config.scale.rollout == "vllm":
-        from graft.rollout_vllm import check_available
 
-        check_available()
-    engines = {}  # one vLLM engine per model, reloaded per checkpoint
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from graft.engine.reward import Grader
+    from graft.eval.evaluate import Evaluator
+
+    config = load_config(args.config)
+    if config.eval is None:
+        raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
+    jobs = _evaluation_jobs(args, config)
+    _set_threads(args.threads)
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
+        evaluate_one = Evaluator(config, grader, args.seed)
         for model, checkpoint, out in jobs:
-            policy = load_policy(model, config.models[model], path=checkpoint)
-            rollout = None
-            if config.scale.rollout == "vllm":
-                if model in engines:
-                    engines[model].load_weights(policy.model.state_dict())
-                else:
-                    engines[model] = vllm_evaluator(config, model, checkpoint)
-                rollout = engines[model]
-            elif torch.cuda.is_available():
-                policy.model.to("cuda")
-            step = checkpoint_step(checkpoint)
-            result = evaluate_to_file(config, policy, checkpoint, out, grader, step, args.seed, rollout)
-            _log_event("evaluate", model=model, step=step, average=round(result["average"], 4))
+            result = evaluate_one(model, checkpoint, out)
+            _log_event("evaluate", model=model, step=result["step"], average=round(result["average"], 4))
     return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from graft.config import load_config
-    from graft.figures import figure1, figure3a, figure3b
-    from graft.report import ReportContext, collect, table1, table2, table_clipping, table_selection, table_stored
+    from graft.report.build import write_report
 
     config = load_config(args.config)
     results = args.results or Path(config.results)
     if not results.is_dir():
         raise ConfigError(f"--results: no such directory {str(results)!r}")
-    benchmarks = list(config.eval.benchmarks) if config.eval else []
-    ctx = ReportContext(
-        collect(results),
-        list(config.models),
-        config.pairs,
-        config.report.paper_models,
-        benchmarks,
-        config.report.selection,
-    )
-    seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
-    tables = [table1(ctx), table2(ctx), table_stored(ctx), table_selection(ctx), table_clipping(ctx, results, seeds)]
-    out = args.out
-    summary = []
-    for table in tables:
-        if table is not None:
-            table.write(out / "tables")
-            summary.append(table.markdown())
-    seed = config.workflow.main_seeds[0]
-    figure1(ctx, results, seed, out / "figures" / "fig1_complementarity.png")
-    figure3a(ctx, results, seed, out / "figures" / "fig3a_score_vs_cost.png")
-    figure3b(ctx, out / "figures" / "fig3b_stored_vs_online.png")
-    header = f"Checkpoint selection: {config.report.selection}; scores are pass@1 (%), mean ± std over seeds.\n\n"
-    _write_atomic(out / "summary.md", header + "\n".join(summary))
-    _log_event("report", runs=len(ctx.runs), out=str(out))
+    ctx = write_report(config, results, args.out)
+    _log_event("report", runs=len(ctx.runs), out=str(args.out))
     return 0
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from graft.fetch import fetch_dataset, fetch_model
+    from graft.data.fetch import fetch_dataset, fetch_model
 
     path = fetch_model(args.hub_id, args.out) if args.fetch_command == "model" else fetch_dataset(args.name, args.out)
     _log_event("fetched", path=str(path))
@@ -277,27 +162,9 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from collections import Counter
+    from graft.plan import describe
 
-    from graft.config import load_config
-    from graft.plan import checkpoint_steps, estimate_gpu_hours, training_cells
-
-    config = load_config(args.config)
-    cells = training_cells(config)
-    by_method = Counter(c.method for c in cells)
-    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(config)) + len(config.models)
-    print(f"config {args.config}: {len(cells)} training cells, {evaluations} checkpoint evaluations")
-    print(f"{'method':<30} {'cells':>5}")
-    for method, count in by_method.items():
-        print(f"{method:<30} {count:>5}")
-    hours = estimate_gpu_hours(config, cells)
-    if hours:
-        print(
-            f"estimated training GPU-hours: {hours:,.0f} (workflow.gpu_hours_per_step = "
-            f"{config.workflow.gpu_hours_per_step} per n=8 model-step)"
-        )
-    else:
-        print("estimated training GPU-hours: 0 (a CPU configuration; set workflow.gpu_hours_per_step to estimate)")
+    print(describe(load_config(args.config), str(args.config)))
     return 0
 
 

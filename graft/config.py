@@ -277,11 +277,11 @@ class RunConfig:
             raise ConfigError(
                 f"workflow.ablation_pair: unknown pair {w.ablation_pair!r}; pairs: {', '.join(self.pairs)}"
             )
+        from graft.report.paper import PAPER_MODELS
+
         for model in self.report.paper_models.values():
-            if model not in ("smollm3", "qwen3", "octothinker"):
-                raise ConfigError(
-                    f"report.paper_models: {model!r} is not allowed; expected smollm3, qwen3, octothinker"
-                )
+            if model not in PAPER_MODELS:
+                raise ConfigError(f"report.paper_models: {model!r} is not allowed; expected {', '.join(PAPER_MODELS)}")
         if self.toy is not None:
             from graft.toy.task import FAMILIES
 

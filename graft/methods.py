@@ -226,3 +226,9 @@ def get_method(name: str, custom: dict[str, Any] | None = None) -> Method:
         return from_dict(Method, merged, f"methods.{name}")
     allowed = ", ".join([*PRESETS, *custom])
     raise ConfigError(f"unknown method preset {name!r}; allowed: {allowed}")
+
+
+def resolve_all(custom: dict[str, Any] | None = None) -> dict[str, dict]:
+    """Every built-in and user preset resolved to its switches; resolving validates the user presets."""
+    custom = custom or {}
+    return {name: get_method(name, custom).to_dict() for name in [*PRESETS, *custom]}

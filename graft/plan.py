@@ -7,14 +7,16 @@ asks this module for the list, and ``graft plan`` prints it with an estimate of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
 from graft.methods import get_method
+from graft.results import ResultsTree, RunDir, replay_cell
 
 
 @dataclass(frozen=True)
-class Cell:
+class TrainingCell:
     method: str
     cell: str
     """A model name, a pair name, or "<receiver>_from_<peer>" for archive replay."""
@@ -23,19 +25,15 @@ class Cell:
     peer: str | None = None
     """Replay: the model whose stored grpo_n8 run is replayed."""
 
-    @property
-    def run_dir(self) -> str:
-        return f"runs/{self.method}/{self.cell}/seed{self.seed}"
+    def run_dir(self, tree: ResultsTree) -> RunDir:
+        return tree.run(self.method, self.cell, self.seed)
 
-    @property
-    def archive(self) -> str | None:
-        """The peer's stored trajectories, relative to the results directory."""
-        if self.peer is None:
-            return None
-        return f"runs/grpo_n8/{self.peer}/seed{self.seed}/trajectories/{self.peer}"
+    def archive(self, tree: ResultsTree) -> Path | None:
+        """The peer's stored trajectories that this replay cell reads."""
+        return None if self.peer is None else tree.archive(self.peer, self.seed)
 
 
-def training_cells(cfg: RunConfig) -> list[Cell]:
+def training_cells(cfg: RunConfig) -> list[TrainingCell]:
     w = cfg.workflow
     if not set(w.other_seeds) <= set(w.main_seeds) and w.replay:
         raise ConfigError("workflow.other_seeds: replay needs the peer's grpo_n8 run, so use seeds of main_seeds")
@@ -43,17 +41,19 @@ def training_cells(cfg: RunConfig) -> list[Cell]:
     for model in cfg.models:
         for method in w.grpo:
             seeds = w.main_seeds if method == "grpo_n8" else w.other_seeds
-            cells += [Cell(method, model, s, (model,)) for s in seeds]
+            cells += [TrainingCell(method, model, s, (model,)) for s in seeds]
     for pair, (a, b) in cfg.pairs.items():
         for method in w.pair_methods:
             seeds = w.main_seeds if method == "graft" else w.other_seeds
-            cells += [Cell(method, pair, s, (a, b)) for s in seeds]
+            cells += [TrainingCell(method, pair, s, (a, b)) for s in seeds]
         if w.replay:
             for receiver, peer in ((a, b), (b, a)):
-                cells += [Cell("replay", f"{receiver}_from_{peer}", s, (receiver,), peer) for s in w.other_seeds]
+                cells += [
+                    TrainingCell("replay", replay_cell(receiver, peer), s, (receiver,), peer) for s in w.other_seeds
+                ]
     if cfg.pairs and w.ablations:
         pair = w.ablation_pair or next(iter(cfg.pairs))
-        cells += [Cell(m, pair, s, tuple(cfg.pairs[pair])) for m in w.ablations for s in w.other_seeds]
+        cells += [TrainingCell(m, pair, s, tuple(cfg.pairs[pair])) for m in w.ablations for s in w.other_seeds]
     for c in cells:
         get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
     return cells
@@ -65,10 +65,32 @@ def checkpoint_steps(cfg: RunConfig) -> list[int]:
     return sorted({*range(every, steps + 1, every), steps})
 
 
-def estimate_gpu_hours(cfg: RunConfig, cells: list[Cell]) -> float:
+def estimate_gpu_hours(cfg: RunConfig, cells: list[TrainingCell]) -> float:
     """Training GPU-hours of all cells: steps x models x n/8 x workflow.gpu_hours_per_step."""
     total = 0.0
     for c in cells:
         n = get_method(c.method, cfg.methods).n
         total += cfg.train.steps * len(c.models) * (n / 8) * cfg.workflow.gpu_hours_per_step
     return total
+
+
+def describe(cfg: RunConfig, source: str) -> str:
+    """What ``graft plan`` prints: cells per method, checkpoint evaluations and estimated GPU-hours."""
+    from collections import Counter
+
+    cells = training_cells(cfg)
+    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + len(cfg.models)
+    lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
+    lines.append(f"{'method':<30} {'cells':>5}")
+    lines += [f"{method:<30} {count:>5}" for method, count in Counter(c.method for c in cells).items()]
+    hours = estimate_gpu_hours(cfg, cells)
+    if hours:
+        lines.append(
+            f"estimated training GPU-hours: {hours:,.0f} (workflow.gpu_hours_per_step = "
+            f"{cfg.workflow.gpu_hours_per_step} per n=8 model-step)"
+        )
+    else:
+        lines.append(
+            "estimated training GPU-hours: 0 (a CPU configuration; set workflow.gpu_hours_per_step to estimate)"
+        )
+    return "\n".join(lines)

@@ -1,20 +1,26 @@
-"""Helpers that turn the config into target paths; the cell list itself comes from graft.plan."""
+"""Helpers that turn the config into target paths: the cell list comes from graft.plan, every path from
+graft.results, the report's files from graft.report.build."""
 
 import json
 
 from graft.config import config_from_dict
 from graft.plan import checkpoint_steps, training_cells
+from graft.report.build import report_outputs
+from graft.results import ResultsTree
 
 CFG = config_from_dict(config)
 R = CFG.results
-RUN_CONFIG = f"{R}/config.yaml"
+TREE = ResultsTree(R)
+RUN_CONFIG = str(TREE.config)
 CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 STEPS = checkpoint_steps(CFG)
 TOY = CFG.toy is not None
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
 EVAL_IN_TRAIN = CFG.workflow.eval_in_train
-EVAL_DIR = f"{R}/eval/{{method}}/{{cell}}/seed{{seed}}"
+# Wildcard patterns of a training cell's outputs
+RUN = TREE.run("{method}", "{cell}", "{seed}")
+EVAL_DIR = str(TREE.eval_dir("{method}", "{cell}", "{seed}"))
 
 
 wildcard_constraints:
@@ -40,15 +46,15 @@ def train_inputs(wc):
         "models": [model_dir(m) for m in c.models],
     }
     if c.peer is not None:
-        inputs["peer"] = f"{R}/runs/grpo_n8/{c.peer}/seed{c.seed}/done.json"
+        inputs["peer"] = str(TREE.run("grpo_n8", c.peer, c.seed).done)
     return inputs
 
 
 def all_eval_outputs():
     """The base model's evaluation per model and one evaluation directory per training cell."""
-    files = [f"{R}/eval/base/{m}/seed0/{m}/step_00000.json" for m in CFG.models]
+    files = [str(TREE.base_eval(m)) for m in CFG.models]
     return files + [
-        f"{R}/eval/{c.method}/{c.cell}/seed{c.seed}" for c in CELLS.values()
+        str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in CELLS.values()
     ]
 
 
@@ -81,32 +87,13 @@ def eval_settings():
     )
 
 
-def report_files():
-    tables = [
-        "table1",
-        "table2_ablations",
-        "table_stored",
-        "table_selection",
-        "table_clipping",
-    ]
-    return {
-        "tables": [
-            f"{R}/report/tables/{t}.{ext}"
-            for t in tables
-            for ext in ("md", "csv", "tex")
-        ],
-        "figures": [
-            f"{R}/report/figures/{f}.png"
-            for f in (
-                "fig1_complementarity",
-                "fig3a_score_vs_cost",
-                "fig3b_stored_vs_online",
-            )
-        ],
-        "summary": f"{R}/report/summary.md",
-    }
+REPORT = report_outputs(CFG, TREE.report)
 
 
 def all_targets():
-    files = report_files()
-    return [f"{R}/methods.yaml", files["summary"], *files["tables"], *files["figures"]]
+    return [
+        str(TREE.methods),
+        str(REPORT.summary),
+        *map(str, REPORT.tables),
+        *map(str, REPORT.figures),
+    ]

@@ -1,3 +1,5 @@
+import json
+
 import yaml
 
 
@@ -23,7 +25,7 @@ rule resolve_methods:
     input:
         ancient(RUN_CONFIG),
     output:
-        f"{R}/methods.yaml",
+        str(TREE.methods),
     log:
         f"{R}/logs/resolve_methods.log",
     conda:

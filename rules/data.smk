@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 from graft.toy.task import FAMILIES
@@ -9,10 +10,10 @@ if TOY:
         input:
             ancient(RUN_CONFIG),
         output:
-            warmup=f"{R}/toy/data/warmup.jsonl",
-            train=f"{R}/toy/data/train.jsonl",
-            validation=f"{R}/toy/data/validation.jsonl",
-            tests=expand(f"{R}/toy/data/test/{{family}}.jsonl", family=FAMILIES),
+            warmup=f"{TREE.toy}/data/warmup.jsonl",
+            train=f"{TREE.toy}/data/train.jsonl",
+            validation=f"{TREE.toy}/data/validation.jsonl",
+            tests=expand(f"{TREE.toy}/data/test/{{family}}.jsonl", family=FAMILIES),
         log:
             f"{R}/logs/toy_data.log",
         conda:

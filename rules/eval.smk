@@ -8,7 +8,7 @@ rule evaluate_base:
         model=lambda wc: model_dir(wc.model),
         benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
     output:
-        f"{R}/eval/base/{{model}}/seed0/{{model}}/step_00000.json",
+        str(TREE.base_eval("{model}")),
     log:
         f"{R}/logs/eval/base/{{model}}.log",
     conda:
@@ -27,7 +27,7 @@ if not EVAL_IN_TRAIN:
         """pass@1 of every checkpoint of every model of one training cell: <model>/step_NNNNN.json inside."""
         input:
             config=ancient(RUN_CONFIG),
-            done=f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
+            done=str(RUN.done),
             benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
         output:
             directory(EVAL_DIR),

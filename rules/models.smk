@@ -1,12 +1,15 @@
+import json
+from pathlib import Path
+
 if TOY:
 
     rule toy_model:
         """A tiny model: tokenizer trained from scratch, fresh weights, supervised warm-up, save_pretrained."""
         input:
             config=ancient(RUN_CONFIG),
-            warmup=f"{R}/toy/data/warmup.jsonl",
+            warmup=f"{TREE.toy}/data/warmup.jsonl",
         output:
-            directory(f"{R}/toy/models/{{model}}"),
+            directory(f"{TREE.toy}/models/{{model}}"),
         log:
             f"{R}/logs/toy_model/{{model}}.log",
         conda:

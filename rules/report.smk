@@ -1,18 +1,22 @@
+import json
+from pathlib import Path
+
+
 rule report:
     """Table 1, Table 2, the stored-trajectory, selection and clipping tables, Figures 1, 3a and 3b."""
     input:
         config=ancient(RUN_CONFIG),
         evals=all_eval_outputs(),
-        runs=[f"{R}/{c.run_dir}/done.json" for c in CELLS.values()],
+        runs=[str(c.run_dir(TREE).done) for c in CELLS.values()],
     output:
         summary=report(
-            report_files()["summary"],
+            str(REPORT.summary),
             caption="../workflow/report/summary.rst",
             category="Tables",
         ),
-        tables=report_files()["tables"],
+        tables=list(map(str, REPORT.tables)),
         figures=report(
-            report_files()["figures"],
+            list(map(str, REPORT.figures)),
             caption="../workflow/report/figures.rst",
             category="Figures",
         ),

@@ -4,17 +4,17 @@ rule train:
         unpack(train_inputs),
     output:
         **({"evals": directory(EVAL_DIR)} if EVAL_IN_TRAIN else {}),
-        done=f"{R}/runs/{{method}}/{{cell}}/seed{{seed}}/done.json",
+        done=str(RUN.done),
     log:
         f"{R}/logs/train/{{method}}/{{cell}}/seed{{seed}}.log",
     conda:
         COMPUTE_ENV
     threads: CFG.workflow.threads
     params:
-        out=lambda wc: f"{R}/{cell_of(wc).run_dir}",
+        out=lambda wc: cell_of(wc).run_dir(TREE).root,
         models=lambda wc: ",".join(cell_of(wc).models),
         archive=lambda wc: (
-            f"--peer-archive {R}/{cell_of(wc).archive}" if cell_of(wc).peer else ""
+            f"--peer-archive {cell_of(wc).archive(TREE)}" if cell_of(wc).peer else ""
         ),
         evaluate=lambda wc, output: (
             f"--eval-dir {output.evals}" if EVAL_IN_TRAIN else ""

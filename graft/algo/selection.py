@@ -52,7 +52,6 @@ def balanced_selection(
     k_a: torch.Tensor,
     cand_ba: torch.Tensor,
     k_b: torch.Tensor,
-    balanced: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Balanced exchange (paper Section 4.1, Algorithm 1 lines 13-16).
 
@@ -65,13 +64,10 @@ def balanced_selection(
         k_a: [G] success counts of A.
         cand_ba: bool [G], prompts where A receives from B (ranked by k_b).
         k_b: [G] success counts of B.
-        balanced: False returns every candidate (the "w/o balanced exchange" ablation, SGT's selection).
 
     Returns:
         (sel_ab, sel_ba), bool [G] each.
     """
-    if not balanced:
-        return cand_ab.clone(), cand_ba.clone()
     m = min(int(cand_ab.sum()), int(cand_ba.sum()))
     return select_with_ties(cand_ab, k_a, m), select_with_ties(cand_ba, k_b, m)
 

@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import time
 from pathlib import Path
 
 import torch
 
-from graft.config import ModelSpec, ToyModelSpec, ToySpec
-from graft.policy import Policy
+from graft.config import ModelSpec, RunConfig, ToyModelSpec, ToySpec
+from graft.engine.policy import Policy
+from graft.errors import ConfigError
+from graft.results import begin_dir, commit_dir, write_text
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.task import FAMILIES, ToyProblem, make_splits
 from graft.toy.warmup import warm_up
 
 
 def _write_jsonl(path: Path, problems: list[ToyProblem]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(p.to_json()) + "\n" for p in problems))
-    tmp.replace(path)
+    write_text(path, "".join(json.dumps(p.to_json()) + "\n" for p in problems))
 
 
 def write_data(spec: ToySpec, out: Path) -> dict[str, int]:
@@ -79,11 +77,9 @@ def build_toy_model(
     model = build_model(arch, tokenizer, seed=seed)
     policy = Policy(name, model, tokenizer, template)
     losses = warm_up(policy, examples, spec.steps, spec.batch_size, spec.lr, seed, log=log)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = begin_dir(out)
     save(model, tokenizer, tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    commit_dir(tmp, out)
     solutions = [s for _, s in examples[:200]]
     tokens = sum(len(tokenizer(s)["input_ids"]) for s in solutions)
     return {
@@ -98,3 +94,34 @@ def build_toy_model(
         "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(),
     }
+
+
+def build_world(config: RunConfig, what: str, root: Path, name: str | None = None, log=None) -> dict:
+    """``graft toy data|model|build``: the task's splits under ``root/data`` and/or warmed-up models under
+    ``root/models/<name>`` (one named model, or every toy model for ``build``). ``log(event, **fields)`` reports
+    progress. Returns a summary per part."""
+    if config.toy is None:
+        raise ConfigError("toy: this config has no 'toy:' section to build from")
+    toy = config.toy
+    names = [name] if what == "model" else list(toy.models)
+    for model in names if what != "data" else []:
+        if model not in toy.models:
+            raise ConfigError(f"--name: unknown toy model {model!r}; toy models: {', '.join(toy.models)}")
+    log = log or (lambda event, **fields: None)
+    summary: dict = {}
+    if what in ("data", "build"):
+        summary["data"] = write_data(toy, root / "data")
+        log("toy_data", **summary["data"])
+    if what in ("model", "build"):
+        warmup_file = root / "data" / "warmup.jsonl"
+        if not warmup_file.is_file():
+            raise ConfigError(f"toy model: {str(warmup_file)!r} is missing; run 'graft toy data' first")
+        warmup = read_problems(warmup_file)
+        for model in names:
+            progress = lambda step, loss, model=model: log("warmup", model=model, step=step, loss=round(loss, 4))  # noqa: E731
+            info = build_toy_model(
+                model, toy.models[model], config.models[model], warmup, root / "models" / model, toy.seed, progress
+            )
+            summary[model] = info
+            log("toy_model", **info)
+    return summary

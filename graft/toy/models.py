@@ -8,7 +8,7 @@
 
 All three tokenizers are byte-level BPE with vocabularies of different sizes trained on differently skewed text,
 so their granularity is comparable (the gate compares per-token averages) while they split many numbers
-differently. Models are saved with ``save_pretrained`` and load through ``graft.policy.load_policy``, the code
+differently. Models are saved with ``save_pretrained`` and load through ``graft.engine.policy.load_policy``, the code
 that loads SmolLM3 or Qwen3.
 """
 

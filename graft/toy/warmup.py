@@ -10,7 +10,7 @@ import random
 
 import torch
 
-from graft.policy import Policy, response_logprobs
+from graft.engine.policy import Policy, response_logprobs
 
 
 def warm_up(

@@ -1,0 +1,2 @@
+"""What flows into and between the models: prompt sets and benchmarks (JSON Lines), the seeded prompt sampler,
+trajectory records (Parquet, the one boundary between models) and downloads from the hub."""

@@ -1,0 +1,81 @@
+"""Evaluation benchmarks, each normalised to (id, problem, gold answer).
+
+The paper's five sets come from the Hugging Face hub for the paper configuration (``graft data fetch``, which
+needs the ``datasets`` package and network) or from local JSON Lines files, such as the copies in
+``../shared/data/benchmarks``. Local files may use the field names of any of the usual sources: the loader
+finds the problem under problem/question, the gold answer under answer, or else as the last ``\\boxed{}`` of the
+reference solution (Minerva), and the id under id/unique_id/idx (or the line number).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from graft.data.problems import Problem, read_jsonl
+from graft.engine.reward import last_boxed
+from graft.errors import ConfigError
+from graft.results import atomic_path
+
+
+@dataclass(frozen=True)
+class HubSource:
+    repo: str
+    split: str
+    problem: str = "problem"
+    answer: str = "answer"
+
+
+# The hub sources used for the paper configuration; their field names as published.
+HUB: dict[str, HubSource] = {
+    "math500": HubSource("HuggingFaceH4/MATH-500", "test"),
+    "aime24": HubSource("HuggingFaceH4/aime_2024", "train"),
+    "aime25": HubSource("math-ai/aime25", "test"),
+    "amc23": HubSource("math-ai/amc23", "test", problem="question"),
+    "minerva": HubSource("math-ai/minervamath", "test", problem="question"),
+}
+
+
+def normalise(record: dict, line: int, where: str) -> Problem:
+    """(id, problem, gold) from a record in any of the supported layouts."""
+    problem = record.get("problem", record.get("question"))
+    if not isinstance(problem, str) or not problem.strip():
+        raise ConfigError(f"{where} line {line}: no 'problem' or 'question' text")
+    answer = record.get("answer")
+    if answer is None or (isinstance(answer, str) and not answer.strip()):
+        answer = last_boxed(record.get("solution") or "")
+    if answer is None:
+        raise ConfigError(f"{where} line {line}: no 'answer' and no \\boxed{{}} answer in 'solution'")
+    ident = next((record[k] for k in ("id", "unique_id", "idx") if record.get(k) is not None), line)
+    return Problem(id=str(ident), problem=problem, answer=str(answer).strip())
+
+
+def load_benchmark(path: str | Path, what: str = "benchmark") -> list[Problem]:
+    """A local JSON Lines benchmark, normalised; bad files are refused with one line naming them."""
+    problems, seen = [], set()
+    for number, record in read_jsonl(path, what):
+        problem = normalise(record, number, f"{what}: {str(path)!r}")
+        if problem.id in seen:
+            raise ConfigError(f"{what}: {str(path)!r} line {number} repeats id {problem.id!r}")
+        seen.add(problem.id)
+        problems.append(problem)
+    if not problems:
+        raise ConfigError(f"{what}: {str(path)!r} holds no problems")
+    return problems
+
+
+def fetch_from_hub(source: HubSource, out: str | Path) -> Path:
+    """Download a dataset with ``datasets`` and write it as normalised JSON Lines (id, problem, answer)."""
+    try:
+        from datasets import load_dataset
+    except ImportError:
+        raise ConfigError("fetching from the hub needs the 'datasets' package: pip install datasets") from None
+    rows = load_dataset(source.repo, split=source.split)
+    out = Path(out)
+    with atomic_path(out) as tmp, tmp.open("w") as handle:
+        for i, record in enumerate(rows):
+            renamed = {**record, "problem": record[source.problem], "answer": record.get(source.answer)}
+            p = normalise(renamed, i + 1, f"{source.repo}")
+            handle.write(json.dumps({"id": p.id, "problem": p.problem, "answer": p.answer}) + "\n")
+    return out

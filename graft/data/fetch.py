@@ -1,0 +1,63 @@
+"""Downloads for the paper configuration: model snapshots and datasets from the Hugging Face hub.
+
+Everything else reads only local files, so these are the only network steps, each one rule of the workflow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graft.data.benchmarks import HUB, HubSource, fetch_from_hub
+from graft.engine.policy import check_model_dir
+from graft.errors import ConfigError
+from graft.results import begin_dir, commit_dir, write_text
+
+# MATH train (7,500 problems); the gold answer is the last \boxed{} of each solution.
+MATH_TRAIN = HubSource("DigitalLearningGmbH/MATH-lighteval", "train", answer="answer")
+MATH_TEST = HubSource("DigitalLearningGmbH/MATH-lighteval", "test", answer="answer")
+
+
+def fetch_model(hub_id: str, out: str | Path) -> Path:
+    """Snapshot a model repository's safetensors weights, config and tokenizer files into ``out``."""
+    from huggingface_hub import snapshot_download
+
+    out = Path(out)
+    tmp = begin_dir(out)
+    snapshot_download(
+        hub_id,
+        local_dir=tmp,
+        allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*"],
+    )
+    check_model_dir(tmp, f"hub model {hub_id!r}")
+    commit_dir(tmp, out)
+    return out
+
+
+def fetch_math_validation(out: str | Path, size: int = 500, seed: int = 0) -> Path:
+    """A validation set disjoint from the test benchmarks: ``size`` MATH test problems that are not in MATH500,
+    drawn with a seeded shuffle. Checkpoint selection on it does not look at the reported benchmarks."""
+    import json
+    import random
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        full = [
+            json.loads(line) for line in fetch_from_hub(MATH_TEST, Path(tmp) / "test.jsonl").read_text().splitlines()
+        ]
+        held = {
+            json.loads(line)["problem"]
+            for line in fetch_from_hub(HUB["math500"], Path(tmp) / "m500.jsonl").read_text().splitlines()
+        }
+    pool = [r for r in full if r["problem"] not in held]
+    random.Random(seed).shuffle(pool)
+    return write_text(out, "".join(json.dumps(r) + "\n" for r in pool[:size]))
+
+
+def fetch_dataset(name: str, out: str | Path) -> Path:
+    """A paper benchmark (math500, aime24, aime25, amc23, minerva), math_train or math_validation."""
+    if name == "math_validation":
+        return fetch_math_validation(out)
+    sources = {**HUB, "math_train": MATH_TRAIN}
+    if name not in sources:
+        raise ConfigError(f"dataset {name!r} is unknown; known: {', '.join(sources)}, math_validation")
+    return fetch_from_hub(sources[name], out)

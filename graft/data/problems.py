@@ -1,0 +1,73 @@
+"""Prompt sets (JSON Lines with id, problem, answer) and the seeded, stateless prompt sampler."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from graft import seeding
+from graft.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    problem: str
+    answer: str
+
+
+def read_jsonl(path: str | Path, what: str) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSON Lines file; a missing file, a line that is not
+    JSON or not an object is refused with one line naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{what}: no such file {str(path)!r}")
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise ConfigError(f"{what}: {str(path)!r} line {number} is not valid JSON") from None
+        if not isinstance(record, dict):
+            raise ConfigError(f"{what}: {str(path)!r} line {number} is not a JSON object")
+        records.append((number, record))
+    return records
+
+
+def load_problems(path: str | Path, what: str = "data") -> list[Problem]:
+    """Read a JSON Lines prompt file; a missing file or a bad line is refused with one line naming it."""
+    problems, seen = [], set()
+    for number, record in read_jsonl(path, what):
+        if not all(isinstance(record.get(k), str) for k in ("id", "problem")):
+            raise ConfigError(f"{what}: {str(path)!r} line {number} needs string fields 'id' and 'problem'")
+        if "answer" not in record:
+            raise ConfigError(f"{what}: {str(path)!r} line {number} has no 'answer'")
+        if record["id"] in seen:
+            raise ConfigError(f"{what}: {str(path)!r} line {number} repeats id {record['id']!r}")
+        seen.add(record["id"])
+        problems.append(Problem(record["id"], record["problem"], str(record["answer"])))
+    if not problems:
+        raise ConfigError(f"{what}: {str(path)!r} holds no problems")
+    return problems
+
+
+def batch_indices(step: int, batch_size: int, num_problems: int, seed: int) -> list[int]:
+    """The prompt indices of a step: consecutive slices of per-epoch permutations seeded by (seed, epoch).
+
+    Stateless in the step, so every model of a run, a resumed run and an archive replay with the same seed see
+    the same prompt order.
+    """
+    perms: dict[int, list[int]] = {}
+    indices = []
+    for position in range(step * batch_size, (step + 1) * batch_size):
+        epoch, offset = divmod(position, num_problems)
+        if epoch not in perms:
+            generator = seeding.generator(seed, "epoch", epoch)
+            perms[epoch] = torch.randperm(num_problems, generator=generator).tolist()
+        indices.append(perms[epoch][offset])
+    return indices

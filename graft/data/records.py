@@ -1,0 +1,119 @@
+"""Trajectory records: the one boundary between models (DESIGN.md section 4).
+
+A model publishes, per step, every response it sampled: prompt id, response text, its own token ids, per-token
+generation log-probs, reward, advantage. Stored as one Parquet file per step and model, they are also the archive
+that replay reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from graft.errors import ConfigError
+from graft.results import atomic_path, trajectory_file
+
+SCHEMA = pa.schema(
+    [
+        ("step", pa.int32()),
+        ("model", pa.string()),
+        ("prompt_id", pa.string()),
+        ("prompt_index", pa.int32()),
+        ("sample_index", pa.int32()),
+        ("response", pa.string()),
+        ("token_ids", pa.list_(pa.int32())),
+        ("logprobs", pa.list_(pa.float32())),
+        ("reward", pa.float32()),
+        ("advantage", pa.float32()),
+        ("truncated", pa.bool_()),
+    ]
+)
+
+
+@dataclass
+class StepRecords:
+    """All of one model's groups at one step: G prompts x n responses."""
+
+    model: str
+    step: int
+    prompt_ids: list[str]
+    texts: list[list[str]]
+    token_ids: list[list[list[int]]]
+    logprobs: list[list[list[float]]]
+    rewards: torch.Tensor
+    """[G, n] float."""
+    advantages: torch.Tensor
+    """[G, n] float, computed by the source on its own full group."""
+    truncated: list[list[bool]]
+
+    @property
+    def n(self) -> int:
+        return self.rewards.shape[1]
+
+    def mean_logprob(self, g: int, i: int) -> float:
+        """Eq. 6 under the source's own tokenization, from its stored generation log-probs."""
+        lp = self.logprobs[g][i]
+        return sum(lp) / len(lp) if lp else 0.0
+
+
+def write_step(records: StepRecords, directory: str | Path) -> Path:
+    """Write atomically (temporary name, then rename)."""
+    rows = []
+    for g, pid in enumerate(records.prompt_ids):
+        for i in range(records.n):
+            rows.append(
+                {
+                    "step": records.step,
+                    "model": records.model,
+                    "prompt_id": pid,
+                    "prompt_index": g,
+                    "sample_index": i,
+                    "response": records.texts[g][i],
+                    "token_ids": records.token_ids[g][i],
+                    "logprobs": records.logprobs[g][i],
+                    "reward": float(records.rewards[g, i]),
+                    "advantage": float(records.advantages[g, i]),
+                    "truncated": records.truncated[g][i],
+                }
+            )
+    path = trajectory_file(directory, records.step)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp)
+    return path
+
+
+def read_step(directory: str | Path, step: int) -> StepRecords:
+    """Read one step's records; a missing or corrupt file is refused with one line naming it."""
+    path = trajectory_file(directory, step)
+    if not path.is_file():
+        raise ConfigError(f"archive: no records for step {step} ({str(path)!r} is missing)")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ConfigError(f"archive: {str(path)!r} is not a readable Parquet file ({type(err).__name__})") from None
+    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
+    if missing:
+        raise ConfigError(f"archive: {str(path)!r} lacks column {missing[0]!r}; expected {', '.join(SCHEMA.names)}")
+    rows = table.select(SCHEMA.names).to_pylist()
+    groups = max(r["prompt_index"] for r in rows) + 1
+    n = max(r["sample_index"] for r in rows) + 1
+    if len(rows) != groups * n:
+        raise ConfigError(f"archive: {str(path)!r} has {len(rows)} rows, not {groups} prompts x {n} samples")
+    grid = [[None] * n for _ in range(groups)]
+    for r in rows:
+        grid[r["prompt_index"]][r["sample_index"]] = r
+    return StepRecords(
+        model=rows[0]["model"],
+        step=step,
+        prompt_ids=[grid[g][0]["prompt_id"] for g in range(groups)],
+        texts=[[c["response"] for c in row] for row in grid],
+        token_ids=[[list(c["token_ids"]) for c in row] for row in grid],
+        logprobs=[[list(c["logprobs"]) for c in row] for row in grid],
+        rewards=torch.tensor([[c["reward"] for c in row] for row in grid]),
+        advantages=torch.tensor([[c["advantage"] for c in row] for row in grid]),
+        truncated=[[c["truncated"] for c in row] for row in grid],
+    )

@@ -1,0 +1,117 @@
+"""Rollouts: n sampled responses per prompt with their per-token generation log-probs.
+
+``RolloutBackend`` is the interface; ``HFRollout`` fills it with Hugging Face ``generate`` and a KV cache for
+the CPU default and the tests. A vLLM backend returns the same ``Sample`` structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from graft.engine.policy import Policy, model_device
+
+
+@dataclass
+class Sample:
+    """One generated response."""
+
+    token_ids: list[int]
+    """Generated tokens, EOS included when it was generated, nothing after it."""
+    logprobs: list[float]
+    """log pi_old(o_t | q, o_<t) of each generated token, from raw logits / temperature."""
+    text: str
+    """The response string (special tokens removed): what a peer receives and re-tokenizes."""
+    truncated: bool
+    """True when the length limit was hit before EOS."""
+
+
+class RolloutBackend(Protocol):
+    def generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Sample]]:
+        """n samples for each prompt (token ids), as [len(prompts)][n]."""
+        ...
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """The trained model's full parameters, after each optimizer step, when the backend samples from its
+        own copy of the model (vLLM; the Hugging Face backend beside a sharded model)."""
+        ...
+
+
+class HFRollout:
+    """Sampling with ``model.generate``: top_k=0 and top_p passed explicitly (transformers 5 otherwise samples
+    from the top 50), prompts left-padded, everything after the first EOS masked."""
+
+    def __init__(
+        self, policy: Policy, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 256
+    ):
+        self.policy = policy
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.batch_size = batch_size
+
+    @torch.no_grad()
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.policy.model.load_state_dict(weights)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Sample]]:
+        # generate draws from the global torch RNG: seed it per call so a step's samples depend only on the seed.
+        torch.manual_seed(seed)
+        per_call = max(1, self.batch_size // n)
+        out: list[list[Sample]] = []
+        for start in range(0, len(prompts), per_call):
+            out.extend(self._generate_chunk(prompts[start : start + per_call], n))
+        return out
+
+    def _generate_chunk(self, prompts: list[list[int]], n: int) -> list[list[Sample]]:
+        pol = self.policy
+        pad, eos = pol.pad_token_id, pol.eos_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(p)
+            attn[i, width - len(p) :] = 1
+        model = pol.model
+        was_training = model.training
+        model.eval()
+        device = model_device(model)
+        result = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=attn.to(device),
+            do_sample=True,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=0,
+            max_new_tokens=self.max_new_tokens,
+            num_return_sequences=n,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        model.train(was_training)
+        generated = result.sequences[:, width:]
+        logits = torch.stack(result.logits, dim=1).float() / self.temperature
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1).cpu()
+        generated = generated.cpu()
+        samples: list[list[Sample]] = []
+        for row in range(generated.shape[0]):
+            tokens = generated[row].tolist()
+            end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+            truncated = eos not in tokens
+            kept = tokens[:end]
+            if row % n == 0:
+                samples.append([])
+            samples[-1].append(
+                Sample(
+                    token_ids=kept,
+                    logprobs=logp[row, :end].tolist(),
+                    text=pol.tokenizer.decode(kept, skip_special_tokens=True),
+                    truncated=truncated,
+                )
+            )
+        return samples

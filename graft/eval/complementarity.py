@@ -1,0 +1,144 @@
+"""``graft complementarity``: would GRAFT have anything to exchange between two models? (paper Figure 1)
+
+For a set of prompts and n samples per model it reports, per direction "A->B" (B receives): the receiver's
+all-fail prompts, the fraction of them on which the peer's group is mixed (the candidates of Eq. 4) or has any
+success, the selection after balancing, and how the compatibility gate would treat the would-be transfers
+(pass rate, weights, s quantiles, correct vs incorrect). A pre-flight check before paying for co-training.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from graft.algo import balanced_selection, compatibility, exchange_candidates, success_counts
+from graft.config import RunConfig
+from graft.data.problems import Problem
+from graft.engine.policy import Policy
+from graft.engine.reward import Grader
+from graft.engine.rollout import HFRollout
+from graft.engine.scoring import score_peer_responses
+from graft.errors import ConfigError
+from graft.seeding import derive
+
+
+def _quantiles(values: torch.Tensor) -> dict[str, float] | None:
+    if values.numel() == 0:
+        return None
+    q = torch.quantile(values.double(), torch.tensor([0.1, 0.25, 0.5, 0.75, 0.9], dtype=torch.float64))
+    return {k: round(float(v), 4) for k, v in zip(("p10", "p25", "p50", "p75", "p90"), q, strict=True)}
+
+
+def analyse(
+    policies: list[Policy],
+    problems: list[Problem],
+    grader: Grader,
+    n: int = 8,
+    seed: int = 0,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    delta: float = 0.8,
+    sets: list[str] | None = None,
+) -> dict:
+    """Sample, grade and score; returns a JSON-ready report for the two policies.
+
+    ``sets`` labels each problem with the benchmark it came from, for per-set accuracies.
+    """
+    a, b = policies
+    samples, rewards = {}, {}
+    for pol in policies:
+        prompts = [pol.encode(pol.prompt_text(p.problem)) for p in problems]
+        rollout = HFRollout(pol, max_new_tokens, temperature, top_p)
+        samples[pol.name] = rollout.generate(prompts, n, seed=derive(seed, "complementarity", pol.name))
+        texts = [s.text for group in samples[pol.name] for s in group]
+        grades = grader.grade(texts, [p.answer for p in problems for _ in range(n)])
+        rewards[pol.name] = torch.tensor(grades.rewards).reshape(len(problems), n)
+    k = {name: success_counts(r) for name, r in rewards.items()}
+    cand = {
+        (a.name, b.name): exchange_candidates(k[b.name], k[a.name], n),
+        (b.name, a.name): exchange_candidates(k[a.name], k[b.name], n),
+    }
+    sel_ab, sel_ba = balanced_selection(cand[(a.name, b.name)], k[a.name], cand[(b.name, a.name)], k[b.name])
+    selected = {(a.name, b.name): sel_ab, (b.name, a.name): sel_ba}
+    report: dict = {
+        "prompts": len(problems),
+        "n": n,
+        "delta": delta,
+        "accuracy": {name: round(float(r.mean()), 4) for name, r in rewards.items()},
+        "directions": {},
+    }
+    if sets is not None:
+        labels = sorted(set(sets), key=sets.index)
+        report["accuracy_by_set"] = {
+            label: {
+                name: round(float(r[torch.tensor([s == label for s in sets])].mean()), 4) for name, r in rewards.items()
+            }
+            for label in labels
+        }
+    by_name = {p.name: p for p in policies}
+    for (src, recv), chosen in selected.items():
+        all_fail = k[recv] == 0
+        receiver = by_name[recv]
+        flat = [(g, i) for g in chosen.nonzero().flatten().tolist() for i in range(n)]
+        texts = [receiver.prompt_text(problems[g].problem) for g, _ in flat]
+        responses = [samples[src][g][i] for g, i in flat]
+        if flat:
+            _, _, _, recv_mean = score_peer_responses(
+                receiver, texts, [s.text for s in responses], [not s.truncated for s in responses], temperature
+            )
+        else:
+            recv_mean = torch.zeros(0)
+        src_mean = torch.tensor([sum(s.logprobs) / max(len(s.logprobs), 1) for s in responses])
+        s, w = compatibility(recv_mean, src_mean, delta)
+        correct = torch.tensor([bool(rewards[src][g, i] > 0) for g, i in flat], dtype=torch.bool)
+        passed = s > delta
+        n_fail = int(all_fail.sum())
+        report["directions"][f"{src}->{recv}"] = {
+            "all_fail": n_fail,
+            "all_fail_frac": round(n_fail / len(problems), 4),
+            "peer_mixed_given_all_fail": round(int(cand[(src, recv)].sum()) / n_fail, 4) if n_fail else None,
+            "peer_solved_given_all_fail": round(int((all_fail & (k[src] >= 1)).sum()) / n_fail, 4) if n_fail else None,
+            "candidates": int(cand[(src, recv)].sum()),
+            "selected_after_balancing": int(chosen.sum()),
+            "would_transfer": len(flat),
+            "gate_pass_rate": round(float(passed.float().mean()), 4) if flat else None,
+            "gate_pass_rate_correct": round(float(passed[correct].float().mean()), 4) if correct.any() else None,
+            "gate_pass_rate_incorrect": round(float(passed[~correct].float().mean()), 4) if (~correct).any() else None,
+            "s_quantiles": _quantiles(s),
+            "weight_quantiles_admitted": _quantiles(w[passed]),
+            "weight_hist": [int(v) for v in torch.histc(w[passed], bins=10, min=0, max=1).tolist()]
+            if passed.any()
+            else [0] * 10,
+        }
+    return report
+
+
+def complementarity(
+    config: RunConfig, names: list[str], files: list[Path], *, prompts: int | None, n: int, seed: int, delta: float
+) -> dict:
+    """``graft complementarity``: the analysis for two of the config's models on the first ``prompts`` problems
+    of each file (all when None), sampled with the config's training settings."""
+    from graft.data.problems import load_problems
+    from graft.engine.policy import check_model_dir, load_policy
+
+    if len(names) != 2 or len(set(names)) != 2:
+        raise ConfigError(f"--models: expected two different models A,B, got {','.join(names)!r}")
+    for name in names:
+        if name not in config.models:
+            raise ConfigError(f"--models: unknown model {name!r}; models: {', '.join(config.models)}")
+        check_model_dir(config.models[name].path, f"models.{name}.path")
+    problems, sets = [], []
+    for file in files:
+        loaded = load_problems(file, "--data")[: prompts or None]
+        problems += loaded
+        sets += [file.stem] * len(loaded)
+    policies = [load_policy(name, config.models[name]) for name in names]
+    t = config.train
+    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
+        report = analyse(
+            policies, problems, grader, n, seed, t.max_response_tokens, t.temperature, t.top_p, delta, sets
+        )
+    report["data"] = [str(f) for f in files]
+    return report

@@ -1,0 +1,190 @@
+"""pass@1 of a checkpoint on a set of benchmarks, the paper's way (DESIGN.md section 3).
+
+k samples per problem at temperature 0.6 / top-p 0.95 (configurable), graded by the training reward code;
+pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks.
+Per-problem correctness is kept so that any score can be recomputed from the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from graft.config import RunConfig
+from graft.data.problems import Problem
+from graft.engine.policy import Policy
+from graft.engine.reward import Grader
+from graft.engine.rollout import HFRollout, RolloutBackend
+from graft.errors import ConfigError
+from graft.results import RunDir, parse_step, step_name, write_text
+from graft.seeding import derive
+
+
+def evaluate(
+    policy: Policy,
+    benchmarks: dict[str, list[Problem]],
+    grader: Grader,
+    *,
+    k: int = 8,
+    temperature: float = 0.6,
+    top_p: float = 0.95,
+    max_new_tokens: int = 4096,
+    seed: int = 0,
+    batch_size: int = 256,
+    rollout: RolloutBackend | None = None,
+) -> dict:
+    """Sample k responses per problem of each benchmark and grade them; returns the JSON-ready result.
+
+    ``rollout`` samples (vLLM at scale, set up with the same temperature, top-p and length); None: Hugging Face
+    ``generate`` on ``policy``."""
+    rollout = rollout or HFRollout(policy, max_new_tokens, temperature, top_p, batch_size)
+    result: dict = {
+        "k": k,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "benchmarks": {},
+    }
+    for name, problems in benchmarks.items():
+        prompts = [policy.encode(policy.prompt_text(p.problem)) for p in problems]
+        samples = rollout.generate(prompts, k, seed=derive(seed, "eval", name))
+        texts = [s.text for group in samples for s in group]
+        grades = grader.grade(texts, [p.answer for p in problems for _ in range(k)])
+        correct = torch.tensor(grades.rewards).reshape(len(problems), k)
+        result["benchmarks"][name] = {
+            "pass@1": float(correct.mean()),
+            "problems": len(problems),
+            "grader_timeouts": grades.timeouts,
+            "unparsed": grades.unparsed,
+            "truncated_frac": sum(s.truncated for group in samples for s in group) / max(len(texts), 1),
+            "per_problem": {p.id: [int(c) for c in row.tolist()] for p, row in zip(problems, correct, strict=True)},
+        }
+    scores = [b["pass@1"] for b in result["benchmarks"].values()]
+    result["average"] = sum(scores) / len(scores) if scores else None
+    return result
+
+
+def vllm_evaluator(config: RunConfig, model: str, checkpoint: Path) -> RolloutBackend:
+    """A vLLM engine with the evaluation's sampling settings, started from ``checkpoint``; later checkpoints of
+    the same model are loaded into it with ``load_weights`` rather than starting another engine."""
+    from graft.engine.vllm import VLLMRollout
+
+    spec = config.eval
+    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    return VLLMRollout(
+        str(checkpoint),
+        config.models[model].dtype,
+        max_tokens,
+        config.train.max_prompt_tokens + max_tokens,
+        spec.temperature,
+        spec.top_p,
+        gpu_memory_utilization=0.85,
+        colocated=False,
+    )
+
+
+def evaluate_to_file(
+    config: RunConfig,
+    policy: Policy,
+    checkpoint: Path,
+    out: Path,
+    grader: Grader,
+    step: int,
+    seed: int = 0,
+    rollout: RolloutBackend | None = None,
+) -> dict:
+    """Evaluate ``policy`` (loaded from ``checkpoint``) on the config's benchmarks and validation set and write the
+    result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks.
+    ``rollout``: a sampler holding the checkpoint's weights (vLLM); None: Hugging Face ``generate``."""
+    from graft.data.benchmarks import load_benchmark
+
+    spec = config.eval
+    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
+    if spec.validation:
+        sets["validation"] = load_benchmark(spec.validation, "eval.validation")
+    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    was_training = policy.model.training
+    policy.model.eval()
+    result = evaluate(
+        policy,
+        sets,
+        grader,
+        k=spec.k,
+        temperature=spec.temperature,
+        top_p=spec.top_p,
+        max_new_tokens=max_tokens,
+        seed=seed,
+        rollout=rollout,
+    )
+    policy.model.train(was_training)
+    if spec.validation:
+        result["validation"] = result["benchmarks"].pop("validation")
+        scores = [b["pass@1"] for b in result["benchmarks"].values()]
+        result["average"] = sum(scores) / len(scores)
+    result.update(model=policy.name, checkpoint=str(checkpoint), step=step)
+    write_text(out, json.dumps(result) + "\n")
+    return result
+
+
+def checkpoint_step(path: str | Path) -> int:
+    """The step of a checkpoint: its directory (or its parent) is named step_NNNNN; 0 for the initial model."""
+    path = Path(path)
+    step = parse_step(path.name)
+    if step is None:
+        step = parse_step(path.parent.name)
+    return step or 0
+
+
+class Evaluator:
+    """Evaluates checkpoints with the config's settings. With vLLM, one engine per model is started and later
+    checkpoints of that model are loaded into it; otherwise Hugging Face ``generate`` (on a GPU when there is one).
+    The training loop (in-train evaluation) and ``graft evaluate`` share it."""
+
+    def __init__(self, config: RunConfig, grader: Grader, seed: int = 0):
+        if config.eval is None:
+            raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
+        if config.scale.rollout == "vllm":
+            from graft.engine.vllm import check_available
+
+            check_available()
+        self.config, self.grader, self.seed = config, grader, seed
+        self.engines: dict[str, RolloutBackend] = {}
+
+    def __call__(self, model: str, checkpoint: Path, out: Path) -> dict:
+        from graft.engine.policy import load_policy
+
+        policy = load_policy(model, self.config.models[model], path=checkpoint)
+        rollout = None
+        if self.config.scale.rollout == "vllm":
+            if model in self.engines:
+                self.engines[model].load_weights(policy.model.state_dict())
+            else:
+                self.engines[model] = vllm_evaluator(self.config, model, checkpoint)
+            rollout = self.engines[model]
+        elif torch.cuda.is_available():
+            policy.model.to("cuda")
+        step = checkpoint_step(checkpoint)
+        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, self.seed, rollout)
+
+
+def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, Path, Path]]:
+    """(model, checkpoint, result file) for every checkpoint of every model of a training run; the result
+    files are ``<out_dir>/<model>/step_NNNNN.json``."""
+    jobs = []
+    for ckpt in run.checkpoints():
+        jobs += [
+            (model, ckpt / model, out_dir / model / f"{step_name(parse_step(ckpt.name))}.json") for model in models
+        ]
+    return sorted(jobs, key=lambda job: (job[0], job[1]))
+
+
+def evaluate_run(
+    evaluate_one: Evaluator, run: RunDir, models: list[str], out_dir: Path, only_missing: bool = False
+) -> None:
+    """Evaluate every checkpoint of ``run``; ``only_missing``: skip those with a result (a resumed run)."""
+    for model, checkpoint, out in run_jobs(run, models, out_dir):
+        if not (only_missing and out.is_file()):
+            evaluate_one(model, checkpoint, out)

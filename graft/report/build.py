@@ -1,0 +1,90 @@
+"""The report of a results tree: which tables and figures exist, and writing them.
+
+``report_outputs`` is the one list of the report's files; the workflow's report rule reads it, so adding a table
+means adding it to ``TABLES`` here (and its builder in graft.report.tables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from graft.config import RunConfig
+from graft.report.figures import figure1, figure3a, figure3b
+from graft.report.load import collect
+from graft.report.table import Table
+from graft.report.tables import ReportContext, table1, table2, table_clipping, table_selection, table_stored
+from graft.results import write_text
+
+TABLE_FORMATS = ("md", "csv", "tex")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One table or figure: its name and how to make it from the context and the report's inputs."""
+
+    name: str
+    needs_pairs: bool
+    make: Callable[..., object]
+
+
+# name -> builder(ctx, results, seeds) returning a Table
+TABLES = (
+    Job("table1", False, lambda ctx, results, seeds: table1(ctx)),
+    Job("table2_ablations", True, lambda ctx, results, seeds: table2(ctx)),
+    Job("table_stored", False, lambda ctx, results, seeds: table_stored(ctx)),
+    Job("table_selection", False, lambda ctx, results, seeds: table_selection(ctx)),
+    Job("table_clipping", True, lambda ctx, results, seeds: table_clipping(ctx, results, seeds)),
+)
+# name -> drawer(ctx, results, seed, path), the seed being the first main seed
+FIGURES = (
+    Job("fig1_complementarity", False, figure1),
+    Job("fig3a_score_vs_cost", False, figure3a),
+    Job("fig3b_stored_vs_online", False, lambda ctx, results, seed, path: figure3b(ctx, path)),
+)
+
+
+@dataclass(frozen=True)
+class ReportOutputs:
+    summary: Path
+    tables: list[Path]
+    figures: list[Path]
+
+
+def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
+    return [job for job in jobs if config.pairs or not job.needs_pairs]
+
+
+def report_outputs(config: RunConfig, out: str | Path) -> ReportOutputs:
+    """Every file ``write_report`` writes for this config under ``out``."""
+    out = Path(out)
+    return ReportOutputs(
+        summary=out / "summary.md",
+        tables=[out / "tables" / f"{job.name}.{ext}" for job in _jobs(TABLES, config) for ext in TABLE_FORMATS],
+        figures=[out / "figures" / f"{job.name}.png" for job in _jobs(FIGURES, config)],
+    )
+
+
+def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
+    """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
+    benchmarks = list(config.eval.benchmarks) if config.eval else []
+    ctx = ReportContext(
+        collect(results),
+        list(config.models),
+        config.pairs,
+        config.report.paper_models,
+        benchmarks,
+        config.report.selection,
+    )
+    seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
+    summary = []
+    for job in _jobs(TABLES, config):
+        table: Table = job.make(ctx, results, seeds)
+        table.write(out / "tables")
+        summary.append(table.markdown())
+    for job in _jobs(FIGURES, config):
+        job.make(ctx, results, config.workflow.main_seeds[0], out / "figures" / f"{job.name}.png")
+    header = f"Checkpoint selection: {config.report.selection}; scores are pass@1 (%), mean ± std over seeds.\n\n"
+    write_text(out / "summary.md", header + "\n".join(summary))
+    return ctx

@@ -1,0 +1,163 @@
+"""The results tree, named in one place, and the one way files in it are written (atomically).
+
+```
+<results>/config.yaml, methods.yaml
+<results>/runs/<method>/<cell>/seed<S>/      a training cell (RunDir)
+    run.json, metrics.jsonl, done.json
+    checkpoints/step_NNNNN/<model>/          from_pretrained directories (plus resume state in the newest)
+    trajectories/<model>/step_NNNNN.parquet  the step records, also the archive that replay reads
+<results>/eval/<method>/<cell>/seed<S>/<model>/step_NNNNN.json
+<results>/eval/base/<model>/seed0/<model>/step_00000.json
+<results>/report/                            tables/, figures/, summary.md
+```
+A cell is a model name, a pair name, or ``<receiver>_from_<peer>`` for archive replay. Every write goes to a
+temporary name beside its target and is renamed, so a reader (or a killed writer) never sees half a file; the
+temporary names start with a dot or end in ``.tmp`` and no reader here lists them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+_STEP = re.compile(r"step_(\d{5})(?:\.json|\.parquet)?")
+
+
+def step_name(step: int) -> str:
+    return f"step_{step:05d}"
+
+
+def parse_step(name: str) -> int | None:
+    """The step of a ``step_NNNNN`` name (a checkpoint directory or ``.json``/``.parquet`` file), else None."""
+    match = _STEP.fullmatch(Path(name).name)
+    return int(match.group(1)) if match else None
+
+
+def replay_cell(receiver: str, peer: str) -> str:
+    """The cell name of ``receiver`` replaying ``peer``'s stored GRPO trajectories."""
+    return f"{receiver}_from_{peer}"
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write to; on success it replaces ``path``, on error it is gone.
+    The temporary keeps the suffix, so writers that infer a format from it (matplotlib, pyarrow) still can."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    try:
+        yield tmp
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def begin_dir(path: str | Path) -> Path:
+    """An empty temporary directory ``<path>.tmp`` to fill; ``commit_dir`` then puts it in place of ``path``.
+    Two calls rather than a context manager because a sharded run fills it from every process."""
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def commit_dir(tmp: Path, path: str | Path) -> None:
+    """Replace ``path`` by the filled temporary directory of ``begin_dir``, whole."""
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+
+
+def trajectory_file(directory: str | Path, step: int) -> Path:
+    """One model's records of one step inside its trajectory directory."""
+    return Path(directory) / f"{step_name(step)}.parquet"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One training cell's directory: what ``graft train --out`` writes."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def done(self) -> Path:
+        return self.root / "done.json"
+
+    def checkpoint(self, step: int) -> Path:
+        return self.root / "checkpoints" / step_name(step)
+
+    def checkpoints(self) -> list[Path]:
+        """Complete checkpoint directories, oldest first (temporaries of an interrupted save are skipped)."""
+        root = self.root / "checkpoints"
+        return sorted(p for p in root.glob("step_*") if p.is_dir() and parse_step(p.name) is not None)
+
+    def trajectories(self, model: str) -> Path:
+        return self.root / "trajectories" / model
+
+
+@dataclass(frozen=True)
+class ResultsTree:
+    """A results directory. Methods take strings as well as numbers, so Snakemake can ask for wildcard patterns
+    (``tree.run("{method}", "{cell}", "{seed}")``)."""
+
+    root: Path
+
+    def __init__(self, root: str | Path):
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def methods(self) -> Path:
+        return self.root / "methods.yaml"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def toy(self) -> Path:
+        return self.root / "toy"
+
+    def run(self, method: str, cell: str, seed: int | str) -> RunDir:
+        return RunDir(self.root / "runs" / method / cell / f"seed{seed}")
+
+    def archive(self, peer: str, seed: int | str) -> Path:
+        """The stored trajectories that archive replay reads: the peer's own GRPO n=8 run with the same seed."""
+        return self.run("grpo_n8", peer, seed).trajectories(peer)
+
+    def eval_dir(self, method: str, cell: str, seed: int | str) -> Path:
+        return self.root / "eval" / method / cell / f"seed{seed}"
+
+    def eval_file(self, method: str, cell: str, seed: int | str, model: str, step: int) -> Path:
+        return self.eval_dir(method, cell, seed) / model / f"{step_name(step)}.json"
+
+    def base_eval(self, model: str) -> Path:
+        """The model before any RL, evaluated once (seed 0, step 0)."""
+        return self.eval_file("base", model, 0, model, 0)
+
+    def eval_files(self) -> Iterator[tuple[str, str, int, str, Path]]:
+        """(method, cell, seed, model, path) of every evaluation JSON, sorted by path."""
+        for path in sorted((self.root / "eval").glob("*/*/seed*/*/step_*.json")):
+            model, seed_dir, cell, method = (path.parents[i].name for i in range(4))
+            if parse_step(path.name) is not None:
+                yield method, cell, int(seed_dir.removeprefix("seed")), model, path

@@ -1,0 +1,60 @@
+"""Every seed of a run, derived in one place from the run's seed, a purpose and the parts that identify a draw.
+
+A resumed run, a replay of one model's stored trajectories and a rerun of one cell must draw exactly what the
+original run drew; that promise rests on every caller deriving its seed here. The formulas are frozen (golden
+tests pin their values): changing one changes every result of the project.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import torch
+
+_MAX = 2**63
+
+
+def _name(text: str) -> int:
+    """A stable integer for a model or benchmark name (Python's hash() is salted per process)."""
+    return zlib.crc32(text.encode())
+
+
+def _step_salt(seed: int, step: int, salt: int) -> int:
+    return ((seed * 1_000_003 + step) * 101 + salt) % _MAX
+
+
+_FORMULAS: dict[str, Callable[..., int]] = {
+    # The prompt permutation of one epoch: every model of a run, and every replay with the seed, sees it.
+    "epoch": lambda seed, epoch: seed * 100_003 + epoch,
+    # A model's rollout at a step, by the model's name (not its position) and the process's rank.
+    "rollout": lambda seed, step, model, rank: (
+        ((seed * 1_000_003 + step) * 65_537 + _name(model) + rank * 7_919) % _MAX
+    ),
+    # The exchange's prompt choices of a step (random-prompt ablation), shared by both directions.
+    "select": lambda seed, step: _step_salt(seed, step, 1),
+    # A receiver's draws while building its groups (random admission, SGT's one success).
+    "admit": lambda seed, step, model: _step_salt(seed, step, 10 + _name(model)),
+    # A receiver's minibatch order (the uniform-order ablation).
+    "order": lambda seed, step, model: _step_salt(seed, step, 20 + _name(model)),
+    # Evaluation samples of one benchmark.
+    "eval": lambda seed, benchmark: seed * 65_537 + _name(benchmark),
+    # The complementarity analysis's samples of one model.
+    "complementarity": lambda seed, model: seed * 65_537 + _name(model),
+    # vLLM's per-prompt seed within one generate call, so samples do not depend on batching.
+    "vllm_prompt": lambda seed, index: (seed * 1_000_003 + index) % (2**31 - 1),
+}
+
+PURPOSES = tuple(_FORMULAS)
+
+
+def derive(seed: int, purpose: str, *parts: int | str) -> int:
+    """The seed for ``purpose`` and its parts (a step, a model name, a rank...), a pure function of them."""
+    if purpose not in _FORMULAS:
+        raise ValueError(f"unknown seed purpose {purpose!r}; purposes: {', '.join(PURPOSES)}")
+    return _FORMULAS[purpose](seed, *parts)
+
+
+def generator(seed: int, purpose: str, *parts: int | str) -> torch.Generator:
+    """A torch generator seeded with ``derive(seed, purpose, *parts)``."""
+    return torch.Generator().manual_seed(derive(seed, purpose, *parts))

@@ -1,0 +1,256 @@
+"""From published trajectory records to a receiver's training groups, as a method preset prescribes.
+
+This is where the switches of ``graft.methods.Method`` meet the algorithm layer: which prompts transfer
+(selection and balancing), what is sent (whole group, successes, one success), with which advantages (source,
+pooled, HACPO) and weights (gate, random admission), re-tokenized and scored by the receiver. The peer is a
+source of ``StepRecords``, either a co-trained model of the same run or an archive; both take this one path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from graft.algo import (
+    balanced_selection,
+    compatibility,
+    exchange_candidates,
+    group_advantages,
+    hacpo_advantages,
+    pooled_advantages,
+    random_admission,
+    random_prompt_selection,
+    sample_one_success,
+    success_candidates,
+)
+from graft.data.records import StepRecords
+from graft.engine.distributed import SINGLE, World
+from graft.engine.policy import Policy
+from graft.engine.scoring import retokenize, score_peer_responses
+from graft.methods import Method
+
+
+@dataclass
+class Row:
+    """One response as the receiver trains on it (receiver tokenization)."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    old_logp: list[float]
+    """Receiver behaviour-policy log-probs (generation log-probs for own responses)."""
+    advantage: float
+    weight: float = 1.0
+    is_peer: bool = False
+    src_mean_ll: float = 0.0
+    """Source's mean generation log-prob (HACPO's peer ratio)."""
+    nll_only: bool = False
+    """SGT: enters only the supervised term."""
+
+
+@dataclass
+class Group:
+    prompt_index: int
+    rows: list[Row]
+    grafted: bool
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    """How a receiver scores transferred responses with its behaviour policy."""
+
+    temperature: float = 1.0
+    """Log-probs from logits / temperature, as the receiver samples."""
+    micro_batch: int = 64
+    """Responses per forward pass at most."""
+
+
+@dataclass
+class ExchangeStats:
+    """What one receiver's exchange did at one step (its metrics row)."""
+
+    selected: int = 0
+    transferred: int = 0
+    """Peer responses sent for the selected prompts."""
+    admitted: int = 0
+    """Of those, how many enter the update (weight > 0)."""
+    s_values: list[float] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    correct_transferred: int = 0
+    correct_admitted: int = 0
+
+    def metrics(self) -> dict[str, float | int | list[int]]:
+        hist = torch.histc(torch.tensor(self.weights or [0.0]), bins=10, min=0.0, max=1.0)
+        if not self.weights:
+            hist.zero_()
+        s = torch.tensor(self.s_values) if self.s_values else None
+        return {
+            "selected": self.selected,
+            "transferred": self.transferred,
+            "admitted": self.admitted,
+            "gate_pass_rate": self.admitted / self.transferred if self.transferred else None,
+            "gate_pass_rate_correct": self.correct_admitted / self.correct_transferred
+            if self.correct_transferred
+            else None,
+            "s_median": float(s.median()) if s is not None else None,
+            "weight_hist": [int(v) for v in hist.tolist()],
+        }
+
+
+def select_prompts(
+    method: Method, k: dict[str, torch.Tensor], n: int, directions: list[tuple[str, str]], generator: torch.Generator
+) -> tuple[dict[tuple[str, str], torch.Tensor], dict[tuple[str, str], int]]:
+    """Selected prompts per direction (source, receiver) and the candidate counts.
+
+    Balancing needs both directions of a live pair; archive replay passes one direction and is unbalanced.
+    """
+    cand: dict[tuple[str, str], torch.Tensor] = {}
+    for src, recv in directions:
+        rule = success_candidates(k[recv], k[src]) if method.select == "any_success" else None
+        cand[(src, recv)] = rule if rule is not None else exchange_candidates(k[recv], k[src], n)
+    counts = {d: int(c.sum()) for d, c in cand.items()}
+    if method.balanced:
+        (a, b) = directions[0]
+        if sorted(directions) != sorted([(a, b), (b, a)]):
+            raise ValueError("balanced exchange needs both directions of one pair")
+        sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
+        selected = {(a, b): sel_ab, (b, a): sel_ba}
+    else:
+        selected = dict(cand)
+    if method.select == "random_prompts":
+        size = next(iter(k.values())).numel()
+        selected = {d: random_prompt_selection(int(s.sum()), size, generator) for d, s in selected.items()}
+    elif method.select == "all":
+        selected = {d: torch.ones_like(s) for d, s in selected.items()}
+    return selected, counts
+
+
+def build_groups(
+    method: Method,
+    receiver: Policy,
+    own: StepRecords,
+    peer: StepRecords | None,
+    *,
+    selected: torch.Tensor | None,
+    prompt_texts: list[str],
+    generator: torch.Generator,
+    scoring: ScoringSettings,
+    omega_own_peer: float = 1.0,
+    world: World = SINGLE,
+) -> tuple[list[Group], ExchangeStats]:
+    """The receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants).
+
+    Args:
+        own: the receiver's records; own.token_ids are in its vocabulary.
+        peer: the source's records for the same prompts, or None (plain GRPO).
+        selected: bool [G], prompts where the receiver takes the peer's responses.
+        prompt_texts: the receiver's prompt strings (its template applied), one per prompt.
+        omega_own_peer: HACPO's clipped capability ratio P_receiver / P_source.
+    """
+    stats = ExchangeStats()
+    own_prompts = [receiver.encode(text) for text in prompt_texts]
+
+    def own_row(g: int, i: int, advantage: float) -> Row:
+        return Row(own_prompts[g], own.token_ids[g][i], own.logprobs[g][i], advantage)
+
+    if peer is None or selected is None:
+        return [
+            Group(g, [own_row(g, i, float(own.advantages[g, i])) for i in range(own.n)], False)
+            for g in range(len(own.prompt_ids))
+        ], stats
+
+    if own.prompt_ids != peer.prompt_ids:
+        raise ValueError(f"peer records of step {peer.step} are for other prompts than the receiver's batch")
+    stats.selected = int(selected.sum())
+    # HACPO keeps its configuration: peer responses on every prompt, zero advantage off the selection.
+    attach = torch.ones_like(selected) if method.update == "hacpo" else selected
+
+    # Which peer responses are sent.
+    sent: dict[int, list[int]] = {}
+    if method.transfer == "one_success":
+        choice = sample_one_success(peer.rewards, attach, generator)
+        sent = {g: [int(choice[g])] for g in range(len(choice)) if choice[g] >= 0}
+    else:
+        for g in attach.nonzero().flatten().tolist():
+            rows = range(peer.n)
+            sent[g] = [i for i in rows if peer.rewards[g, i] > 0] if method.transfer == "success_only" else list(rows)
+    flat = [(g, i) for g, items in sent.items() for i in items]
+
+    # Receiver tokenization, and its behaviour-policy log-probs where the update or the gate needs them.
+    needs_scores = method.gate == "compat" or method.update == "clipped"
+    texts = [prompt_texts[g] for g, _ in flat]
+    responses = [peer.texts[g][i] for g, i in flat]
+    eos = [not peer.truncated[g][i] for g, i in flat]
+    if needs_scores and flat:
+        p_ids, r_ids, old_logps, recv_mean = score_peer_responses(
+            receiver, texts, responses, eos, scoring.temperature, scoring.micro_batch, world
+        )
+    else:
+        pairs = [retokenize(receiver, t, r, e) for t, r, e in zip(texts, responses, eos, strict=True)]
+        p_ids = [p for p, _ in pairs]
+        r_ids = [r for _, r in pairs]
+        old_logps = [[0.0] * len(r) for r in r_ids]
+        recv_mean = torch.zeros(len(flat))
+    src_mean = torch.tensor([peer.mean_logprob(g, i) for g, i in flat], dtype=torch.float32)
+
+    # Weights (Eqs. 7-8, 11).
+    if method.gate == "compat" and flat:
+        s, weights = compatibility(recv_mean.float(), src_mean, method.delta, method.cap)
+        if method.admission == "random":
+            weights = random_admission(s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap)
+        stats.s_values = s.tolist()
+    else:
+        weights = torch.ones(len(flat))
+
+    # Advantages.
+    own_adv = own.advantages.clone()
+    peer_adv = peer.advantages.clone()
+    if method.advantage == "pooled":
+        own_adv, peer_adv = pooled_advantages(own.rewards, peer.rewards)
+    elif method.advantage == "hacpo":
+        own_adv, peer_adv = hacpo_advantages(own.rewards, peer.rewards, omega_own_peer)
+        peer_adv = peer_adv * selected.unsqueeze(-1)
+
+    peer_rows: dict[int, list[Row]] = {}
+    for j, (g, i) in enumerate(flat):
+        correct = bool(peer.rewards[g, i] > 0)
+        stats.transferred += 1
+        stats.correct_transferred += correct
+        w = float(weights[j])
+        if w <= 0:
+            continue
+        stats.admitted += 1
+        stats.correct_admitted += correct
+        stats.weights.append(w)
+        row = Row(
+            p_ids[j],
+            r_ids[j],
+            old_logps[j],
+            float(peer_adv[g, i]),
+            weight=w,
+            is_peer=True,
+            src_mean_ll=float(src_mean[j]),
+            nll_only=method.update == "nll",
+        )
+        peer_rows.setdefault(g, []).append(row)
+
+    groups = []
+    for g in range(len(own.prompt_ids)):
+        grafted = bool(attach[g]) and g in sent
+        own_rows = (
+            [own_row(g, i, float(own_adv[g, i])) for i in range(own.n)] if (method.keep_own or not grafted) else []
+        )
+        groups.append(Group(g, own_rows + peer_rows.get(g, []), grafted))
+    return [grp for grp in groups if grp.rows], stats
+
+
+def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:
+    """Replace an archive's stored rewards by re-verified ones and recompute its advantages on its own groups.
+
+    Returns the records and how many rewards changed.
+    """
+    new = torch.tensor(rewards, dtype=torch.float32).reshape(records.rewards.shape)
+    changed = int((new != records.rewards).sum())
+    records.rewards = new
+    records.advantages = group_advantages(new)
+    return records, changed

@@ -1,0 +1,76 @@
+"""A learner: one model of a run with its optimizer, sampler, reference model and HACPO capability tracker."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+
+from graft.algo import CapabilityTracker
+from graft.config import RunConfig
+from graft.engine.distributed import SINGLE, World, enable_gradient_checkpointing, shard_model
+from graft.engine.policy import DTYPES, Policy, load_policy
+from graft.engine.rollout import HFRollout, RolloutBackend
+from graft.methods import Method
+
+
+@dataclass
+class Learner:
+    name: str
+    policy: Policy
+    optimizer: torch.optim.Optimizer
+    rollout: RolloutBackend
+    ref_model: torch.nn.Module | None = None
+    capability: CapabilityTracker = field(default_factory=CapabilityTracker)
+    separate_rollout: bool = False
+    """The rollout backend samples from its own copy of the weights, refreshed after every step."""
+
+
+def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> tuple[RolloutBackend, bool]:
+    """The sampling backend and whether it holds its own weights. One process with the Hugging Face backend
+    samples from the trained model itself; a sharded model is sampled from an unsharded copy or by vLLM."""
+    t, scale = cfg.train, cfg.scale
+    if scale.rollout == "vllm":
+        from graft.engine.vllm import VLLMRollout
+
+        engine = VLLMRollout(
+            cfg.models[name].path,
+            cfg.models[name].dtype,
+            t.max_response_tokens,
+            t.max_prompt_tokens + t.max_response_tokens,
+            t.temperature,
+            t.top_p,
+            gpu_memory_utilization=scale.vllm_memory,
+            colocated=True,
+            device_index=world.device.index,
+        )
+        return engine, True
+    if world.distributed:
+        sampler = copy.deepcopy(policy.model).requires_grad_(False).eval()
+        copy_policy = Policy(name, sampler, policy.tokenizer, policy.template)
+        return HFRollout(copy_policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), True
+    return HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), False
+
+
+def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGLE) -> Learner:
+    spec = cfg.models[name]
+    # Sharded training keeps float32 master weights and computes in the configured dtype.
+    policy = load_policy(name, spec, dtype="float32" if world.distributed else None)
+    policy.model.to(world.device)
+    policy.model.eval()  # no dropout in RL updates: the ratio's denominator is the same network
+    if cfg.scale.gradient_checkpointing:
+        enable_gradient_checkpointing(policy.model)
+    rollout, separate = rollout_backend(name, cfg, policy, world)
+    ref = None
+    if method.kl_coef > 0:
+        ref = copy.deepcopy(policy.model).requires_grad_(False)
+    if world.distributed:
+        shard_model(policy.model, world, DTYPES[spec.dtype])
+        if ref is not None:
+            shard_model(ref, world, DTYPES[spec.dtype])
+    t = cfg.train
+    optimizer = torch.optim.AdamW(
+        policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
+    )
+    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window), separate)

@@ -1,0 +1,93 @@
+"""Where a receiver's transferred responses come from: the co-trained model of a live pair, or an archive of
+another model's stored GRPO trajectories (archive replay). Both give, per step and receiver, one ``PeerView``;
+the exchange that turns it into training groups is the same code for both (graft.train.exchange)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from graft.algo import success_counts
+from graft.data.problems import Problem
+from graft.data.records import StepRecords, read_step
+from graft.engine.reward import Grades
+from graft.errors import ConfigError
+from graft.methods import Method
+from graft.seeding import generator
+from graft.train.exchange import recompute_rewards, select_prompts
+from graft.train.learner import Learner
+
+
+@dataclass
+class PeerView:
+    """What one receiver takes from its peer at one step."""
+
+    records: StepRecords
+    """The peer's records for the step's prompts (its tokenization, generation log-probs, advantages)."""
+    selected: torch.Tensor
+    """bool [G]: prompts whose group the receiver takes."""
+    candidates: int
+    """Candidate prompts in this direction before balancing."""
+    capability: float
+    """The peer's capability P (HACPO's recent mean reward)."""
+    metrics: dict = field(default_factory=dict)
+    """Extra per-step metrics for the receiver's row."""
+
+
+class NoPeer:
+    """Plain GRPO: nothing is transferred."""
+
+    def views(self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]):
+        return {}
+
+
+class LivePair:
+    """Two co-trained models exchange in both directions, balanced when the method says so."""
+
+    def __init__(self, method: Method, seed: int):
+        self.method, self.seed = method, seed
+
+    def views(
+        self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]
+    ) -> dict[str, PeerView]:
+        a, b = (lr.name for lr in learners)
+        k = {name: success_counts(rec.rewards) for name, rec in records.items()}
+        directions = [(a, b), (b, a)]
+        selected, counts = select_prompts(
+            self.method, k, self.method.n, directions, generator(self.seed, "select", step)
+        )
+        capability = {lr.name: lr.capability.value for lr in learners}
+        return {
+            recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capability[src])
+            for src, recv in directions
+        }
+
+
+class ArchivePeer:
+    """One model replays another's stored trajectories: one direction, unbalanced, rewards re-verified."""
+
+    def __init__(self, method: Method, seed: int, archive: Path, grade: Callable[[list[str], list[str]], Grades]):
+        self.method, self.seed, self.archive, self.grade = method, seed, archive, grade
+
+    def views(
+        self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]
+    ) -> dict[str, PeerView]:
+        (me,) = records
+        stored = read_step(self.archive, step)
+        if stored.prompt_ids != [p.id for p in batch]:
+            raise ConfigError(
+                f"--peer-archive: step {step} holds other prompts than this run's batch; "
+                "replay needs the peer's GRPO run with the same data and seed"
+            )
+        answers = [p.answer for p in batch for _ in range(stored.n)]
+        grades = self.grade([t for row in stored.texts for t in row], answers)
+        stored, changed = recompute_rewards(stored, grades.rewards)
+        k = {me: success_counts(records[me].rewards), "peer": success_counts(stored.rewards)}
+        direction = ("peer", me)
+        selected, counts = select_prompts(self.method, k, stored.n, [direction], generator(self.seed, "select", step))
+        capability = float(stored.rewards.mean())
+        metrics = {"archive_rewards_changed": changed}
+        return {me: PeerView(stored, selected[direction], counts[direction], capability, metrics)}

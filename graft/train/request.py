@@ -1,0 +1,64 @@
+"""What ``graft train`` is asked to do, and its validation before anything heavy loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from graft.config import RunConfig
+from graft.errors import ConfigError
+from graft.methods import Method
+from graft.results import trajectory_file
+
+
+@dataclass
+class TrainRequest:
+    """What ``graft train`` was asked to do, validated before any compute."""
+
+    config: RunConfig
+    method: Method
+    models: list[str]
+    seed: int
+    out: Path
+    steps: int
+    peer_archive: Path | None = None
+    resume: bool = False
+    eval_dir: Path | None = None
+    """Evaluate each checkpoint as it is saved, into <eval_dir>/<model>/step_NNNNN.json (saves a process start
+    and a model load per checkpoint on a CPU; a cluster evaluates in separate GPU jobs instead)."""
+
+
+def validate_request(req: TrainRequest) -> None:
+    """Refuse inconsistent requests with one line, before loading anything heavy."""
+    unknown = [m for m in req.models if m not in req.config.models]
+    if unknown:
+        raise ConfigError(f"--models: unknown model {unknown[0]!r}; models: {', '.join(req.config.models)}")
+    if len(set(req.models)) != len(req.models):
+        raise ConfigError("--models: the two models of a pair must differ")
+    live = req.method.peer == "live"
+    if live and len(req.models) != 2:
+        raise ConfigError(f"--models: method with a live peer needs two models A,B, got {len(req.models)}")
+    if not live and len(req.models) != 1:
+        raise ConfigError(f"--models: method with peer {req.method.peer!r} trains one model, got {len(req.models)}")
+    if req.method.peer == "archive":
+        if req.peer_archive is None:
+            raise ConfigError("--peer-archive: required by a method that replays stored trajectories")
+        if not trajectory_file(req.peer_archive, 0).is_file():
+            raise ConfigError(f"--peer-archive: {str(req.peer_archive)!r} holds no step_00000.parquet")
+    elif req.peer_archive is not None:
+        raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
+    if req.config.scale.rollout == "vllm":
+        from graft.engine.vllm import check_available
+
+        check_available()
+    if req.eval_dir is not None and req.config.scale.processes > 1:
+        raise ConfigError(
+            "--eval-dir: not with scale.processes > 1; evaluate checkpoints in their own jobs "
+            "(workflow.eval_in_train: false)"
+        )
+    if req.eval_dir is not None and req.config.eval is None:
+        raise ConfigError("--eval-dir: this config has no 'eval:' section naming the benchmarks")
+    if req.steps < 1:
+        raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
+    if req.method.transfer != "group" and req.method.update == "hacpo":
+        raise ConfigError("method: the HACPO update transfers whole groups")

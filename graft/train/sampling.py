@@ -1,0 +1,83 @@
+"""A model's rollout at one step: sample n responses per prompt, grade them, and publish the step's records.
+
+Under torchrun each process samples and grades every ``size``-th prompt and the shares are gathered back into
+batch order, so every process holds the whole step's records.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from graft.algo import group_advantages, success_counts
+from graft.data.problems import Problem
+from graft.data.records import StepRecords
+from graft.engine.distributed import World
+from graft.engine.reward import Grader, Grades
+from graft.engine.rollout import Sample
+from graft.seeding import derive
+from graft.train.learner import Learner
+
+
+def grade_in_shares(grader: Grader, world: World, texts: list[str], answers: list[str]) -> Grades:
+    """Grade every ``size``-th item on each process and gather the rewards back into order."""
+    if not world.distributed:
+        return grader.grade(texts, answers)
+    mine = grader.grade(world.share(texts), world.share(answers))
+    timeouts, unparsed = world.sum([mine.timeouts, mine.unparsed])
+    return Grades(world.gather_shares(mine.rewards, len(texts)), int(timeouts), int(unparsed))
+
+
+def _sample_and_grade(
+    lr: Learner, step: int, batch: list[Problem], n: int, seed: int, grader: Grader, world: World
+) -> tuple[list[list[Sample]], Grades, dict]:
+    mine = world.share(batch)
+    prompts = [lr.policy.encode(lr.policy.prompt_text(p.problem)) for p in mine]
+    # By the model's name, not its position: a replay run of one model draws the samples it drew when
+    # co-trained with the same seed (and process count).
+    t0 = time.perf_counter()
+    samples = lr.rollout.generate(prompts, n, seed=derive(seed, "rollout", step, lr.name, world.rank)) if mine else []
+    t1 = time.perf_counter()
+    grades = grader.grade([s.text for group in samples for s in group], [p.answer for p in mine for _ in range(n)])
+    timings = {"rollout_s": t1 - t0, "reward_s": time.perf_counter() - t1}
+    if not world.distributed:
+        return samples, grades, timings
+    per_prompt = [(group, grades.rewards[j * n : (j + 1) * n]) for j, group in enumerate(samples)]
+    ordered = world.gather_shares(per_prompt, len(batch))
+    timeouts, unparsed = world.sum([grades.timeouts, grades.unparsed])
+    rewards = [r for _, row in ordered for r in row]
+    return [group for group, _ in ordered], Grades(rewards, int(timeouts), int(unparsed)), timings
+
+
+def rollout_step(
+    lr: Learner, step: int, batch: list[Problem], *, n: int, seed: int, grader: Grader, world: World
+) -> tuple[StepRecords, dict]:
+    """The learner's step records (GRPO advantages on its own groups, Eq. 1) and its rollout metrics."""
+    samples, grades, timings = _sample_and_grade(lr, step, batch, n, seed, grader, world)
+    rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), n)
+    records = StepRecords(
+        model=lr.name,
+        step=step,
+        prompt_ids=[p.id for p in batch],
+        texts=[[s.text for s in group] for group in samples],
+        token_ids=[[s.token_ids for s in group] for group in samples],
+        logprobs=[[s.logprobs for s in group] for group in samples],
+        rewards=rewards,
+        advantages=group_advantages(rewards),
+        truncated=[[s.truncated for s in group] for group in samples],
+    )
+    lengths = [len(s.token_ids) for group in samples for s in group]
+    k = success_counts(rewards)
+    info = {
+        **timings,
+        "reward_mean": float(rewards.mean()),
+        "all_fail_frac": float((k == 0).float().mean()),
+        "all_correct_frac": float((k == n).float().mean()),
+        "response_len_mean": sum(lengths) / len(lengths),
+        "truncated_frac": float(np.mean([s.truncated for group in samples for s in group])),
+        "grader_timeouts": grades.timeouts,
+        "unparsed": grades.unparsed,
+    }
+    return records, info

@@ -1,0 +1,222 @@
+"""The co-training loop (DESIGN.md section 4, the paper's Algorithm 1): per step and model, rollout -> reward ->
+advantages -> publish records -> read the peer's records -> select -> re-tokenize and score -> weight -> order
+-> update; checkpoints every k steps.
+
+GRPO is the same loop with no peer, co-training holds both models of a pair in one process, and archive replay
+reads the peer's stored records instead of a live model (graft.train.peers). Under torchrun (``scale.processes``
+> 1) every process holds both models, sharded: each samples, grades and scores its share, all make the same
+exchange decisions, each takes its share of every minibatch, and only process 0 writes files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import torch
+
+from graft.algo import capability_ratio, minibatch_order, success_counts
+from graft.data.problems import Problem, batch_indices, load_problems
+from graft.data.records import StepRecords, write_step
+from graft.engine.distributed import SINGLE, World, full_state_dict
+from graft.engine.reward import Grader
+from graft.errors import ConfigError
+from graft.results import RunDir, write_text
+from graft.seeding import generator
+from graft.train import checkpoint
+from graft.train.exchange import Group, ScoringSettings, build_groups
+from graft.train.learner import Learner, make_learner
+from graft.train.peers import ArchivePeer, LivePair, NoPeer, PeerView
+from graft.train.request import TrainRequest, validate_request
+from graft.train.sampling import grade_in_shares, rollout_step
+from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
+
+
+class Trainer:
+    def __init__(self, req: TrainRequest, world: World = SINGLE):
+        validate_request(req)
+        self.req, self.world, self.cfg, self.method = req, world, req.config, req.method
+        self.run_dir = RunDir(req.out)
+        self.problems: list[Problem] = load_problems(self.cfg.data.train, "data.train")
+        self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
+        self.learners = [make_learner(name, self.cfg, self.method, world) for name in req.models]
+        self.peer = self._peer()
+        self.start_step = 0
+
+    def _peer(self) -> NoPeer | LivePair | ArchivePeer:
+        if self.method.peer == "live":
+            return LivePair(self.method, self.req.seed)
+        if self.method.peer == "archive":
+            grade = lambda texts, answers: grade_in_shares(self.grader, self.world, texts, answers)  # noqa: E731
+            return ArchivePeer(self.method, self.req.seed, self.req.peer_archive, grade)
+        return NoPeer()
+
+    def step(self, step: int) -> list[dict]:
+        """One step of Algorithm 1 for every model of the run; returns one metrics row per model."""
+        t_step = time.perf_counter()
+        batch = [
+            self.problems[i]
+            for i in batch_indices(step, self.cfg.train.prompts_per_step, len(self.problems), self.req.seed)
+        ]
+        records, infos = {}, {}
+        for lr in self.learners:
+            records[lr.name], infos[lr.name] = rollout_step(
+                lr, step, batch, n=self.method.n, seed=self.req.seed, grader=self.grader, world=self.world
+            )
+            if self.world.is_main:
+                write_step(records[lr.name], self.run_dir.trajectories(lr.name))
+            lr.capability.update(infos[lr.name]["reward_mean"])
+        views = self.peer.views(step, batch, records, self.learners)
+        rows = []
+        for lr in self.learners:
+            view, info = views.get(lr.name), infos[lr.name]
+            info.update(view.metrics if view else {})
+            t0 = time.perf_counter()
+            groups, exchange_info = self._receive(lr, step, batch, records[lr.name], view)
+            info["scoring_s"] = time.perf_counter() - t0
+            info.update(exchange_info)
+            t0 = time.perf_counter()
+            omega = capability_ratio(view.capability, lr.capability.value) if self._hacpo(view) else 1.0
+            info.update(self._update(lr, groups, step, omega))
+            info["update_s"] = time.perf_counter() - t0
+            rows.append({"step": step, "model": lr.name, **info})
+        step_time = time.perf_counter() - t_step
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return [{**row, "step_time_s": step_time, "gpu_hours": step_time * gpus / 3600} for row in rows]
+
+    def _hacpo(self, view: PeerView | None) -> bool:
+        return view is not None and self.method.update == "hacpo"
+
+    def _receive(
+        self, lr: Learner, step: int, batch: list[Problem], own: StepRecords, view: PeerView | None
+    ) -> tuple[list[Group], dict]:
+        """The receiver's training groups (its own, with the peer's where the method transfers them) and the
+        exchange's metrics."""
+        groups, ex = build_groups(
+            self.method,
+            lr.policy,
+            own,
+            view.records if view else None,
+            selected=view.selected if view else None,
+            prompt_texts=[lr.policy.prompt_text(p.problem) for p in batch],
+            generator=generator(self.req.seed, "admit", step, lr.name),
+            scoring=ScoringSettings(self.cfg.train.temperature, self.cfg.train.micro_batch),
+            omega_own_peer=capability_ratio(lr.capability.value, view.capability) if self._hacpo(view) else 1.0,
+            world=self.world,
+        )
+        info = {"candidates": view.candidates if view else 0, **ex.metrics()}
+        if view is not None:
+            own_fail = success_counts(own.rewards) == 0
+            info["all_fail"] = int(own_fail.sum())
+            # Figure 1: how many of the receiver's all-fail prompts the peer solved at least once
+            info["peer_solved_all_fail"] = int((own_fail & (success_counts(view.records.rewards) > 0)).sum())
+        return groups, info
+
+    def _update(self, lr: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
+        """The step's optimizer updates, one per minibatch of whole groups, in the method's order (peer-last)."""
+        grafted = torch.tensor([g.grafted for g in groups], dtype=torch.bool)
+        num = self.method.minibatches or self.cfg.train.minibatches
+        order = minibatch_order(grafted, num, self.method.order, generator(self.req.seed, "order", step, lr.name))
+        settings = UpdateSettings.from_train(self.cfg.train)
+        totals, peer_positions = UpdateTotals(), []
+        for m, chunk in enumerate(order):
+            members = [groups[gi] for gi in chunk.tolist()]
+            if any(g.grafted for g in members):
+                peer_positions.append(m)
+            rows = [row for g in members for row in g.rows]
+            totals.add(
+                minibatch_update(
+                    self.method,
+                    lr.policy,
+                    lr.optimizer,
+                    rows,
+                    settings=settings,
+                    update_index=m,
+                    ref_model=lr.ref_model,
+                    omega_src_learner=omega_src_learner,
+                    world=self.world,
+                )
+            )
+        if lr.separate_rollout:
+            lr.rollout.load_weights(full_state_dict(lr.policy.model, self.world))
+        updates = max(len(order), 1)
+        fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
+        return {
+            "loss": totals.loss / updates,
+            "grad_norm": totals.grad_norm / updates,
+            "nll": totals.nll / updates if totals.nll is not None else None,
+            "clip_frac_own": fraction(totals.clipped_tokens_own, totals.tokens_own),
+            "clip_frac_peer": fraction(totals.clipped_tokens_peer, totals.tokens_peer),
+            "tokens_own": int(totals.tokens_own),
+            "tokens_peer": int(totals.tokens_peer),
+            "updates": len(order),
+            "peer_minibatch_positions": peer_positions,
+        }
+
+    def run(self, log=lambda fields: None):
+        """Train (or resume) to ``req.steps``, checkpointing on the way; returns the metrics file."""
+        run, main = self.run_dir, self.world.is_main
+        run.root.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "method": self.method.to_dict(),
+            "models": self.req.models,
+            "seed": self.req.seed,
+            "steps": self.req.steps,
+            "peer_archive": str(self.req.peer_archive) if self.req.peer_archive else None,
+        }
+        if self.req.resume and run.run_json.is_file():
+            old = json.loads(run.run_json.read_text())
+            if any(old.get(k) != meta[k] for k in ("method", "models", "seed")):
+                raise ConfigError(
+                    f"--resume: {str(run.root)!r} holds a run of another method, models or seed; "
+                    "remove it or choose another --out"
+                )
+        if main:
+            run.done.unlink(missing_ok=True)
+            if not self.req.resume:
+                shutil.rmtree(run.root / "checkpoints", ignore_errors=True)
+                run.metrics.unlink(missing_ok=True)
+        self.world.barrier()
+        if self.req.resume:
+            self.start_step = checkpoint.restore(run, self.learners, self.world)
+            if main:  # the steps after the checkpoint are redone
+                checkpoint.truncate_metrics(run, self.start_step)
+        if main:
+            run.run_json.write_text(json.dumps(meta, indent=2) + "\n")
+        every = self.cfg.train.checkpoint_every
+        dtypes = {lr.name: self.cfg.models[lr.name].dtype for lr in self.learners}
+        try:
+            for step in range(self.start_step, self.req.steps):
+                rows = self.step(step)
+                if main:
+                    with run.metrics.open("a") as handle:
+                        handle.writelines(json.dumps(row) + "\n" for row in rows)
+                    log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
+                if (step + 1) % every == 0 or step + 1 == self.req.steps:
+                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes)
+            if self.req.eval_dir is not None:
+                from graft.eval.evaluate import Evaluator, evaluate_run
+
+                evaluate_run(
+                    Evaluator(self.cfg, self.grader), run, self.req.models, self.req.eval_dir, only_missing=True
+                )
+        finally:
+            self.grader.close()
+        if main:
+            self._write_done()
+        self.world.barrier()
+        return run.metrics
+
+    def _write_done(self) -> None:
+        """The run's completion record: written last and atomically, so its presence means a finished run."""
+        rows = [json.loads(line) for line in self.run_dir.metrics.read_text().splitlines() if line]
+        by_step = {r["step"]: r for r in rows}
+        done = {
+            "models": self.req.models,
+            "steps": self.req.steps,
+            "checkpoints": [p.name for p in self.run_dir.checkpoints()],
+            "wall_hours": sum(r["step_time_s"] for r in by_step.values()) / 3600,
+            "gpu_hours": sum(r["gpu_hours"] for r in by_step.values()),
+        }
+        write_text(self.run_dir.done, json.dumps(done, indent=2) + "\n")

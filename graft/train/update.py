@@ -1,0 +1,249 @@
+"""One optimizer update on one minibatch of whole groups, with the loss the method's update rule names.
+
+Micro-batching and sharding over processes only bound memory and time: each micro-batch's loss is scaled by its
+share of the whole minibatch's normaliser (kept tokens for token-mean losses, responses for HACPO's sequence
+mean), so the accumulated gradient, summed over processes, equals the gradient of the whole minibatch's loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from graft.algo import RATIO_OBJECTIVES, hacpo_loss, luffy_objective, sgt_nll
+from graft.config import TrainSpec
+from graft.engine.distributed import SINGLE, World
+from graft.engine.policy import Policy, response_logprobs
+from graft.methods import Method
+from graft.train.exchange import Row
+
+
+def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros(len(values), width, device=device)
+    for i, v in enumerate(values):
+        out[i, : len(v)] = torch.tensor(v)
+    return out
+
+
+def _kept_tokens(rows: list[Row]) -> int:
+    return sum(len(r.response_ids) for r in rows if r.weight > 0)
+
+
+def _chunk_loss(
+    method: Method,
+    policy: Policy,
+    ref_model: torch.nn.Module | None,
+    rows: list[Row],
+    update_index: int,
+    omega_src_learner: float,
+    temperature: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    logp, mask = response_logprobs(
+        policy.model, [r.prompt_ids for r in rows], [r.response_ids for r in rows], policy.pad_token_id, temperature
+    )
+    device = logp.device
+    old = _pad([r.old_logp for r in rows], logp.shape[1], device)
+    adv = torch.tensor([r.advantage for r in rows], device=device)
+    weights = torch.tensor([r.weight for r in rows], device=device)
+    is_peer = torch.tensor([r.is_peer for r in rows], device=device)
+    eps = (method.eps_low, method.eps_high)
+    if method.update == "luffy":
+        return luffy_objective(logp, old, adv, weights, mask, is_peer, *eps, gamma=method.luffy_gamma)
+    if method.update == "hacpo":
+        ref = None
+        if ref_model is not None and method.kl_coef > 0:
+            with torch.no_grad():
+                ref, _ = response_logprobs(
+                    ref_model,
+                    [r.prompt_ids for r in rows],
+                    [r.response_ids for r in rows],
+                    policy.pad_token_id,
+                    temperature,
+                )
+        src = torch.tensor([r.src_mean_ll for r in rows], device=device)
+        return hacpo_loss(
+            logp,
+            old,
+            ref,
+            mask,
+            is_peer,
+            adv,
+            src,
+            omega_src_learner,
+            update_index,
+            clip_low=method.hacpo_clip_low,
+            clip_high=method.hacpo_clip_high,
+            cross_delta=method.hacpo_cross_delta,
+            cross_step=method.hacpo_cross_step,
+            kl_coef=method.kl_coef,
+        )
+    return RATIO_OBJECTIVES[method.ratio](logp, old, adv, weights, mask, *eps, is_peer=is_peer)
+
+
+def plan_micro_batches(
+    rows: list[Row], world_size: int, max_rows: int, max_tokens: int | None = None
+) -> list[list[list[int]]]:
+    """Which rows each process runs in which forward pass: ``plan[rank][micro] = row indices``.
+
+    Rows go to processes longest first, each to the least loaded (in tokens), then each process packs its rows,
+    in their original order, into micro-batches of at most ``max_rows`` rows and, when ``max_tokens`` is set,
+    at most that many padded tokens (rows x longest prompt + response; a longer row goes alone). Every process
+    gets the same number of micro-batches (padded with empty ones) because a sharded forward pass is collective.
+    The plan is a pure function of the rows, so every process computes the same one.
+    """
+    length = [len(r.prompt_ids) + len(r.response_ids) for r in rows]
+    load = [0] * world_size
+    mine: list[list[int]] = [[] for _ in range(world_size)]
+    for i in sorted(range(len(rows)), key=lambda i: (-length[i], i)):
+        rank = min(range(world_size), key=lambda r: (load[r], r))
+        load[rank] += length[i]
+        mine[rank].append(i)
+    plan: list[list[list[int]]] = []
+    for indices in mine:
+        micro: list[list[int]] = []
+        width = 0
+        for i in sorted(indices):
+            wider = max(width, length[i])
+            fits = micro and len(micro[-1]) < max_rows
+            if fits and max_tokens is not None:
+                fits = wider * (len(micro[-1]) + 1) <= max_tokens
+            if fits:
+                micro[-1].append(i)
+                width = wider
+            else:
+                micro.append([i])
+                width = length[i]
+        plan.append(micro)
+    most = max((len(m) for m in plan), default=0)
+    return [m + [[] for _ in range(most - len(m))] for m in plan]
+
+
+def _accumulate(
+    rows: list[Row],
+    world: World,
+    micro_batch: int,
+    micro_batch_tokens: int | None,
+    loss_fn,
+    share_fn,
+) -> list[dict[str, torch.Tensor]]:
+    """Backward of sum(loss(chunk) * share(chunk)) over this process's chunks of ``rows``; returns the stats of
+    each chunk with its share under ``share``. An empty chunk (a process with fewer rows) runs a zero-weighted
+    pass on one row so that the sharded collectives stay in step."""
+    plan = plan_micro_batches(rows, world.size, micro_batch, micro_batch_tokens)[world.rank]
+    out = []
+    for indices in plan:
+        chunk = [rows[i] for i in indices] if indices else rows[:1]
+        loss, stats = loss_fn(chunk)
+        share = share_fn(chunk) if indices else 0.0
+        # FSDP averages gradients over processes; the shares already sum to one over all of them
+        (loss * (share * world.size)).backward()
+        if indices:
+            out.append({**stats, "loss": loss.detach(), "share": share})
+    return out
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """How an update runs, from the config's ``train`` section; none of it changes the optimisation except
+    ``grad_clip`` and ``temperature``."""
+
+    grad_clip: float
+    """Maximum gradient norm."""
+    micro_batch: int
+    """Responses per forward pass at most."""
+    temperature: float = 1.0
+    """Log-probs are taken from logits / temperature, as at sampling."""
+    micro_batch_tokens: int | None = None
+    """Padded tokens per forward pass at most; None: no token budget."""
+
+    @classmethod
+    def from_train(cls, train: TrainSpec) -> UpdateSettings:
+        return cls(train.grad_clip, train.micro_batch, train.temperature, train.micro_batch_tokens)
+
+
+@dataclass
+class UpdateTotals:
+    """What one or more updates did, summed over processes (and over the minibatches of a step by ``add``)."""
+
+    loss: float = 0.0
+    grad_norm: float = 0.0
+    nll: float | None = None
+    """SGT's supervised term, when the minibatch had rows for it."""
+    clipped_tokens_own: float = 0.0
+    tokens_own: float = 0.0
+    clipped_tokens_peer: float = 0.0
+    tokens_peer: float = 0.0
+
+    def add(self, other: UpdateTotals) -> None:
+        for name in ("loss", "grad_norm", "clipped_tokens_own", "tokens_own", "clipped_tokens_peer", "tokens_peer"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.nll is not None:
+            self.nll = (self.nll or 0.0) + other.nll
+
+
+def minibatch_update(
+    method: Method,
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    rows: list[Row],
+    *,
+    settings: UpdateSettings,
+    update_index: int = 0,
+    ref_model: torch.nn.Module | None = None,
+    omega_src_learner: float = 1.0,
+    world: World = SINGLE,
+) -> UpdateTotals:
+    """Zero grads, accumulate the minibatch loss over micro-batches (and processes), clip the grad norm, step.
+
+    Every process holds the whole minibatch ``rows`` and runs its share of them; the normalisers are those of
+    the whole minibatch, so the summed gradient is the one-process gradient. ``update_index``: the minibatch's
+    position in the step (HACPO's stepwise peer clip bound).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    temperature = settings.temperature
+    pg_rows = [r for r in rows if not r.nll_only]
+    nll_rows = [r for r in rows if r.nll_only]
+    total_tokens = max(_kept_tokens(pg_rows), 1)
+
+    def pg_loss(chunk):
+        return _chunk_loss(method, policy, ref_model, chunk, update_index, omega_src_learner, temperature)
+
+    def pg_share(chunk):
+        return len(chunk) / len(pg_rows) if method.update == "hacpo" else _kept_tokens(chunk) / total_tokens
+
+    sums = dict.fromkeys(("loss", "nll", "clipped_tokens_own", "tokens_own", "clipped_tokens_peer", "tokens_peer"), 0.0)
+    budget = (settings.micro_batch, settings.micro_batch_tokens)
+    for stats in _accumulate(pg_rows, world, *budget, pg_loss, pg_share):
+        sums["loss"] += float(stats["loss"]) * stats["share"]
+        for side in ("own", "peer"):
+            if f"tokens_{side}" in stats:
+                n = float(stats[f"tokens_{side}"])
+                sums[f"clipped_tokens_{side}"] += float(stats[f"clip_frac_{side}"]) * n
+                sums[f"tokens_{side}"] += n
+    if nll_rows:
+        total_nll = max(sum(1 for r in nll_rows if r.response_ids), 1)
+
+        def nll_loss(chunk):
+            logp, mask = response_logprobs(
+                policy.model,
+                [r.prompt_ids for r in chunk],
+                [r.response_ids for r in chunk],
+                policy.pad_token_id,
+                temperature,
+            )
+            nll = sgt_nll(logp, mask)
+            return method.nll_coef * nll, {"nll": nll.detach()}
+
+        def nll_share(chunk):
+            return sum(1 for r in chunk if r.response_ids) / total_nll
+
+        for stats in _accumulate(nll_rows, world, *budget, nll_loss, nll_share):
+            sums["nll"] += float(stats["nll"]) * stats["share"]
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), settings.grad_clip)
+    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over all shards
+        grad_norm = grad_norm.full_tensor()
+    optimizer.step()
+    summed = dict(zip(sums, world.sum(list(sums.values())), strict=True))
+    nll = summed.pop("nll")
+    return UpdateTotals(**summed, grad_norm=float(grad_norm), nll=nll if nll_rows else None)

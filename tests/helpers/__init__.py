@@ -1,0 +1,1 @@
+"""Shared test code: the forced two-model world and the distributed test cases."""

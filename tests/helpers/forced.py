@@ -1,0 +1,42 @@
+"""The forced world: tiny models built on the fly (no downloads are possible), a character-level Qwen3-style
+model and a byte-level-BPE GPT-2-style model, warmed up on a forced problem set so that the exchange cases
+occur."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graft.engine.policy import Policy
+from graft.toy.models import ToyArch, build_model, build_tokenizer, save
+from graft.toy.warmup import warm_up
+
+TEMPLATE = "{problem} =\n"
+
+# problem -> (answer, A's warm-up answers, B's warm-up answers): P1 A mixed / B fails, P2 the reverse,
+# P3 both always right, P4 both always wrong.
+FORCED = {
+    "P1": ("What is 2+3?", "5", ["5", "6"], ["7"]),
+    "P2": ("What is 4+4?", "8", ["9"], ["8", "3"]),
+    "P3": ("What is 1+1?", "2", ["2"], ["2"]),
+    "P4": ("What is 6+1?", "7", ["4"], ["4"]),
+}
+
+
+def solution(answer: str) -> str:
+    return f"so \\boxed{{{answer}}}"
+
+
+def _examples(which: int) -> list[tuple[str, str]]:
+    out = []
+    for problem, _, a_answers, b_answers in FORCED.values():
+        answers = a_answers if which == 0 else b_answers
+        out += [(problem, solution(ans)) for ans in answers]
+    return out
+
+
+def build_forced_model(directory: Path, arch: str, pre: str, vocab: int, which: int) -> Path:
+    texts = [TEMPLATE.replace("{problem}", p) + s for p, s in _examples(0) + _examples(1)]
+    tok = build_tokenizer(texts * 4, pre, vocab)
+    model = build_model(ToyArch(arch, pre, vocab, hidden=32, layers=2, heads=2), tok, max_positions=64, seed=which)
+    warm_up(Policy("m", model, tok, TEMPLATE), _examples(which), steps=120, batch_size=16, lr=1e-2, seed=which)
+    return save(model, tok, directory)

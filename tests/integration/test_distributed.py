@@ -1,0 +1,243 @@
+"""The distributed training path (FSDP2 over gloo processes on the CPU) against the single-process path:
+the same loss and parameters after an update, and a sharded checkpoint that resumes exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.dist_case import build_case, reference_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graft.train.exchange import Row
+from graft.train.update import UpdateSettings, minibatch_update, plan_micro_batches
+
+TESTS = Path(__file__).resolve().parents[1]
+WORKER = TESTS / "helpers" / "dist_worker.py"
+
+
+def _single(method_name: str, micro_batch: int, micro_batch_tokens: int | None):
+    torch.set_num_threads(1)
+    policy, rows, method = build_case(method_name)
+    ref = reference_model(policy) if method.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
+    settings = UpdateSettings(grad_clip=1.0, micro_batch=micro_batch, micro_batch_tokens=micro_batch_tokens)
+    stats = minibatch_update(method, policy, optimizer, rows, settings=settings, ref_model=ref)
+    return dataclasses.asdict(stats), {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
+
+
+def _torchrun(processes: int, *args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """``torchrun --standalone`` with ``processes`` processes of one thread each; ``args``: a script and its
+    arguments, or ``-m module ...``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _worker_updates(method_name: str, out: Path, processes: int) -> dict:
+    result = _torchrun(processes, str(WORKER), method_name, str(out), pythonpath=TESTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return torch.load(out / "result.pt", weights_only=False)
+
+
+def _assert_close(params: dict, reference: dict) -> None:
+    """Within 1% of one AdamW step (lr 1e-3): Adam divides by sqrt(v), so a gradient entry near zero turns the
+    float32 rounding of another summation order into an update difference of up to that size."""
+    assert params.keys() == reference.keys()
+    for name, value in reference.items():
+        torch.testing.assert_close(params[name], value, rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("method_name", ["graft", "hacpo", "sgt"])
+def test_two_gloo_processes_equal_one_process(method_name, tmp_path):
+    single, params = _single(method_name, micro_batch=64, micro_batch_tokens=None)
+    dist = _worker_updates(method_name, tmp_path, 2)
+    assert dist["world"] == 2
+    sharded = dist["stats"][0]
+    assert sharded["loss"] == pytest.approx(single["loss"], rel=1e-5, abs=1e-7)
+    assert sharded["grad_norm"] == pytest.approx(single["grad_norm"], rel=1e-5)
+    assert sharded["tokens_own"] == single["tokens_own"] and sharded["tokens_peer"] == single["tokens_peer"]
+    assert sharded["clipped_tokens_peer"] == pytest.approx(single["clipped_tokens_peer"])
+    assert (sharded["nll"] is None) == (single["nll"] is None) == (method_name != "sgt")
+    if single["nll"] is not None:
+        assert sharded["nll"] == pytest.approx(single["nll"], rel=1e-5)
+    _assert_close(dist["after_one"], params)
+    # the second update redone after restoring the sharded checkpoint of the first lands on the same weights
+    assert dist["stats"][2] == dist["stats"][1]
+    for name, value in dist["after_two"].items():
+        assert torch.equal(dist["resumed"][name], value), name
+
+
+def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_path):
+    from helpers.dist_case import scoring_case
+
+    from graft.config import ModelSpec
+    from graft.engine.policy import load_policy
+    from graft.engine.scoring import score_peer_responses
+
+    worker = [str(WORKER), "score", str(forced_world["A"]), str(tmp_path)]
+    result = _torchrun(2, *worker, pythonpath=TESTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sharded = torch.load(tmp_path / "scores.pt", weights_only=False)
+    policy = load_policy("A", ModelSpec(path=str(forced_world["A"]), template="{problem} =\n"))
+    single = score_peer_responses(policy, *scoring_case(policy), micro_batch=2)
+    assert sharded[0] == single[0] and sharded[1] == single[1]  # the same tokenization, in the same order
+    for a, b in zip(sharded[2], single[2], strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    torch.testing.assert_close(sharded[3], single[3], atol=1e-5, rtol=0)
+
+
+def test_token_budget_micro_batches_equal_one_batch():
+    one_stats, one = _single("graft", micro_batch=64, micro_batch_tokens=None)
+    many_stats, many = _single("graft", micro_batch=64, micro_batch_tokens=30)
+    assert many_stats["loss"] == pytest.approx(one_stats["loss"], rel=1e-5)
+    _assert_close(many, one)
+
+
+def _rows(lengths: list[tuple[int, int]]) -> list[Row]:
+    return [Row([2] * p, [3] * r, [0.0] * r, 0.0) for p, r in lengths]
+
+
+def test_plan_by_hand():
+    rows = _rows([(2, 8), (2, 2), (2, 2), (2, 1)])  # lengths 10, 4, 4, 3
+    # two processes: 10 -> rank 0; 4 -> rank 1; 4 -> rank 1 (load 4 < 10); 3 -> rank 1 (8 < 10)
+    assert plan_micro_batches(rows, 2, max_rows=8) == [[[0]], [[1, 2, 3]]]
+    # a 8-token budget: rank 1 packs [1] (4 tokens), then 4+4 > 8 would be 2 x 4 = 8 tokens: fits; then 3 rows x 4
+    assert plan_micro_batches(rows, 2, max_rows=8, max_tokens=8) == [[[0], []], [[1, 2], [3]]]
+    # one process, two rows at most: consecutive chunks as before token budgets existed
+    assert plan_micro_batches(rows, 1, max_rows=2) == [[[0, 1], [2, 3]]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 9)), min_size=1, max_size=30),
+    world=st.integers(1, 4),
+    max_rows=st.integers(1, 8),
+    max_tokens=st.one_of(st.none(), st.integers(1, 60)),
+)
+def test_plan_covers_every_row_once_within_limits(lengths, world, max_rows, max_tokens):
+    rows = _rows(lengths)
+    plan = plan_micro_batches(rows, world, max_rows, max_tokens)
+    assert len(plan) == world
+    assert len({len(m) for m in plan}) == 1  # the same number of passes on every process
+    seen = sorted(i for per_rank in plan for micro in per_rank for i in micro)
+    assert seen == list(range(len(rows)))
+    for per_rank in plan:
+        for micro in per_rank:
+            assert len(micro) <= max_rows
+            if max_tokens is not None and len(micro) > 1:
+                width = max(len(rows[i].prompt_ids) + len(rows[i].response_ids) for i in micro)
+                assert width * len(micro) <= max_tokens
+
+
+def _graft_train(
+    config: Path, out: Path, steps: int, resume: bool = False, method: str = "graft_no_gate", models: str = "A,B",
+    extra: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess:  # fmt: skip
+    # without the gate every transferred response is trained on, so the peer path surely runs in 3 steps
+    args = ["train", "--config", str(config), "--method", method, "--models", models, "--seed", "0"]
+    args += ["--out", str(out), "--steps", str(steps), *(["--resume"] if resume else []), *extra]
+    return _torchrun(2, "-m", "graft.cli", *args)
+
+
+def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, tmp_path):
+    """`graft train` under torchrun: two gloo processes, both models sharded, GRAFT exchange between them; a
+    run stopped after its step-2 checkpoint and resumed from the sharded checkpoint ends where an
+    uninterrupted run ends, and its Hugging Face export loads like any model directory."""
+    import json
+
+    import yaml
+    from safetensors.torch import load_file
+
+    from graft.config import ModelSpec
+    from graft.engine.policy import load_policy
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["scale"] = {"processes": 2}
+    config["train"]["micro_batch_tokens"] = 64
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    for out, steps, resume in ((whole, 3, False), (parts, 2, False), (parts, 3, True)):
+        result = _graft_train(path, out, steps, resume)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    def metrics(out):
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not k.endswith("_s") and k != "gpu_hours"} for r in rows]
+
+    assert [(r["step"], r["model"]) for r in metrics(whole)] == [(s, m) for s in range(3) for m in "AB"]
+    assert metrics(parts) == metrics(whole)
+    assert any(r["transferred"] > 0 and r["tokens_peer"] > 0 for r in metrics(whole))  # the exchange happened
+    # resume state only in the newest checkpoint; every checkpoint keeps its model for evaluation
+    assert (whole / "checkpoints" / "step_00003" / "A" / "sharded").is_dir()
+    assert not (whole / "checkpoints" / "step_00002" / "A" / "sharded").exists()
+    assert (whole / "checkpoints" / "step_00002" / "A" / "model.safetensors").is_file()
+    for m in "AB":
+        final = whole / "checkpoints" / "step_00003" / m
+        w1, w2 = (
+            load_file(final / "model.safetensors"),
+            load_file(parts / "checkpoints" / "step_00003" / m / "model.safetensors"),
+        )
+        assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
+        load_policy(m, ModelSpec(path=str(final)))
+    assert json.loads((whole / "done.json").read_text())["checkpoints"] == ["step_00002", "step_00003"]
+
+    # archive replay of A's stored trajectories by B: the archive is regraded in shares and gathered back in
+    # order, so the regraded rewards equal the stored ones
+    replay = tmp_path / "replay"
+    archive = ("--peer-archive", str(whole / "trajectories" / "A"))
+    result = _graft_train(path, replay, 2, method="replay", models="B", extra=archive)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = metrics(replay)
+    assert [r["model"] for r in rows] == ["B", "B"] and all(r["archive_rewards_changed"] == 0 for r in rows)
+
+
+def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
+    """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU so that the script does not
+    rot between GPU sessions (its timings are not checked here)."""
+    import json
+
+    script = TESTS.parent / "bench" / "gpu_check.py"
+    result = _torchrun(1, str(script), "--tiny", "--out", str(tmp_path), pythonpath=TESTS.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check_tiny.json").read_text())
+    assert report["train_tokens"] == 8 * (16 + 32) and report["rollout_backend"] == "hf generate"
+    assert report["rollout_sequences"] == 4 and 0 < report["rollout_tokens"] <= 4 * 32
+    assert "| train_tokens_per_s" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("scale", "train", "extra", "message"),
+    [
+        ({"rollout": "vllm"}, {}, [], "scale.rollout: 'vllm' needs"),
+        ({"processes": 2}, {}, ["--eval-dir", "EVALS"], "--eval-dir: not with scale.processes > 1"),
+        ({"processes": 0}, {}, [], "scale.processes: 0 is not allowed"),
+        ({}, {"micro_batch_tokens": 0}, [], "train.micro_batch_tokens: 0 is not allowed"),
+        ({"rollout": "sglang"}, {}, [], "scale.rollout"),
+    ],
+)
+def test_scale_settings_are_refused_before_compute(forced_world, tmp_path, capsys, scale, train, extra, message):
+    import yaml
+
+    from graft.cli import main
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["scale"] = scale
+    config["train"].update(train)
+    config["eval"] = {"benchmarks": {"forced": str(forced_world["data"])}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "never"
+    argv = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--out", str(out)]
+    code = main([*argv, *[str(tmp_path / "evals") if a == "EVALS" else a for a in extra]])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert not out.exists()

@@ -1,0 +1,132 @@
+"""The Snakemake workflow end to end on the smoke config, its rerun behaviour, and the static checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed; install the test extras: pip install -e '.[test,workflow]'")
+    return found
+
+
+def run(*cmd, check: bool = False):
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, env=env)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def smk(results: Path, *args, check: bool = True):
+    return run(
+        tool("snakemake"),
+        *args,
+        "--cores",
+        "2",
+        "--configfile",
+        "config/smoke.yaml",
+        "--config",
+        f"results={results}",
+        check=check,
+    )
+
+
+def job_counts(proc) -> dict[str, int]:
+    """The 'Job stats' table of a dry run (Snakemake logs it on stderr)."""
+    output = proc.stdout + proc.stderr
+    if "Nothing to be done" in output:
+        return {}
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    results = tmp_path_factory.mktemp("smoke") / "results"
+    smk(results, "all")
+    return results
+
+
+def test_smoke_workflow_writes_every_table_and_figure(smoke):
+    for name in ("table1", "table2_ablations", "table_stored", "table_selection", "table_clipping"):
+        for ext in ("md", "csv", "tex"):
+            assert (smoke / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
+    for fig in ("fig1_complementarity", "fig3a_score_vs_cost", "fig3b_stored_vs_online"):
+        assert (smoke / "report" / "figures" / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
+    done = json.loads((smoke / "runs" / "graft" / "P1" / "seed0" / "done.json").read_text())
+    assert done["models"] == ["smol", "qwen"] and done["checkpoints"] == ["step_00001", "step_00002"]
+    evals = sorted((smoke / "eval" / "replay" / "smol_from_qwen" / "seed0" / "smol").iterdir())
+    assert [p.name for p in evals] == ["step_00001.json", "step_00002.json"]
+
+
+def test_second_run_does_nothing(smoke):
+    out = smk(smoke, "all", "--dry-run")
+    assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
+    target = smoke / "runs" / "graft_no_gate" / "P1" / "seed0" / "done.json"
+    before = target.stat().st_mtime
+    out = smk(smoke, str(target), "--forcerun", str(target), "--dry-run")
+    assert job_counts(out) == {"train": 1}
+    smk(smoke, str(target), "--forcerun", str(target))
+    assert target.stat().st_mtime > before
+    # no other training cell is redone afterwards
+    assert "train" not in job_counts(smk(smoke, "all", "--dry-run"))
+
+
+def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
+    # A cell whose job did not finish: no done.json, its newest checkpoint gone, none of the outputs downstream
+    # of it. Checkpoint 1 has no optimizer state (only the newest checkpoint keeps it), so the job starts over.
+    run_dir = smoke / "runs" / "graft" / "P1" / "seed0"
+    (run_dir / "done.json").unlink()
+    shutil.rmtree(run_dir / "checkpoints" / "step_00002")
+    shutil.rmtree(smoke / "eval" / "graft" / "P1" / "seed0")
+    shutil.rmtree(smoke / "report")
+    counts = job_counts(smk(smoke, "all", "--dry-run"))
+    assert counts == {"train": 1, "evaluate_run": 1, "report": 1, "all": 1}
+    smk(smoke, "all")
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["step"], m["model"]) for m in metrics] == [(s, m) for s in range(2) for m in ("smol", "qwen")]
+    assert (run_dir / "checkpoints" / "step_00002").is_dir()
+
+
+def test_paper_config_dry_run_through_the_slurm_profile():
+    out = run(tool("snakemake"), "all", "--profile", "slurm", "--dry-run", check=True)
+    counts = job_counts(out)
+    # 3 models x (grpo_n8 x 3 seeds + n16 + n32), 3 pairs x (graft x 3 seeds + hacpo + sgt + 2 replays),
+    # 16 ablations on pair 1
+    assert counts["train"] == 3 * 5 + 3 * 7 + 16
+    assert counts["fetch_model"] == 3
+    assert counts["report"] == 1
+
+
+def test_snakemake_lint_and_snakefmt():
+    lint = run(tool("snakemake"), "--lint")
+    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    fmt = run(tool("snakefmt"), "--check", "Snakefile", "rules")
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_ruff_clean():
+    check = run(tool("ruff"), "check", ".")
+    assert check.returncode == 0, check.stdout
+    fmt = run(tool("ruff"), "format", "--check", ".")
+    assert fmt.returncode == 0, fmt.stdout

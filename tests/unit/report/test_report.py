@@ -1,0 +1,199 @@
+"""Report generation on a hand-made results tree: every table cell, missing cells, figure files; and the
+evaluation of a tiny model end to end on three problems of each real benchmark."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from graft.cli import main
+from graft.report.load import collect
+from graft.report.stats import paired_bootstrap
+from graft.report.tables import ReportContext, table1, table2, table_clipping, table_selection
+
+BENCH = ("b1", "b2")
+
+
+def write_eval(root: Path, method: str, cell: str, seed: int, model: str, step: int, per_problem: dict, val: float):
+    """per_problem: benchmark -> list of per-problem correctness lists (k = 2)."""
+    benchmarks = {}
+    for name, problems in per_problem.items():
+        flat = [c for p in problems for c in p]
+        benchmarks[name] = {
+            "pass@1": sum(flat) / len(flat),
+            "per_problem": {f"{name}-{i}": p for i, p in enumerate(problems)},
+        }
+    average = sum(b["pass@1"] for b in benchmarks.values()) / len(benchmarks)
+    data = {
+        "step": step,
+        "average": average,
+        "benchmarks": benchmarks,
+        "validation": {"pass@1": val},
+        "checkpoint": "x",
+    }
+    path = root / "eval" / method / cell / f"seed{seed}" / model / f"step_{step:05d}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def write_metrics(root: Path, method: str, cell: str, seed: int, rows: list[dict]):
+    path = root / "runs" / method / cell / f"seed{seed}" / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "results"
+    # GRPO n=8 for A over two seeds: best test checkpoints average 25 and 50 -> 37.5 +- 17.68
+    write_eval(root, "grpo_n8", "A", 0, "A", 5, {"b1": [[1, 0], [0, 0]], "b2": [[0, 0], [0, 0]]}, 0.9)
+    write_eval(root, "grpo_n8", "A", 0, "A", 10, {"b1": [[1, 1], [0, 0]], "b2": [[0, 0], [0, 0]]}, 0.1)
+    write_eval(root, "grpo_n8", "A", 1, "A", 5, {"b1": [[1, 1], [1, 1]], "b2": [[0, 0], [0, 0]]}, 0.5)
+    write_eval(root, "grpo_n8", "B", 0, "B", 5, {"b1": [[0, 0], [0, 0]], "b2": [[1, 0], [0, 0]]}, 0.5)
+    # GRAFT on pair P, seed 0: A averages 75 at step 10, B 50 at step 5
+    write_eval(root, "graft", "P", 0, "A", 5, {"b1": [[1, 1], [1, 0]], "b2": [[0, 0], [0, 0]]}, 0.2)
+    write_eval(root, "graft", "P", 0, "A", 10, {"b1": [[1, 1], [1, 1]], "b2": [[1, 1], [0, 0]]}, 0.3)
+    write_eval(root, "graft", "P", 0, "B", 5, {"b1": [[1, 1], [0, 0]], "b2": [[1, 1], [0, 0]]}, 0.4)
+    rows = []
+    for step in range(10):
+        for model in ("A", "B"):
+            rows.append(
+                {
+                    "step": step,
+                    "model": model,
+                    "all_fail": 4,
+                    "peer_solved_all_fail": 1 + (model == "A"),
+                    "clip_frac_own": 0.1,
+                    "clip_frac_peer": 0.3 if model == "A" else None,
+                    "step_time_s": 36.0,
+                    "gpu_hours": 0.0,
+                }
+            )
+    write_metrics(root, "graft", "P", 0, rows)
+    return root
+
+
+def context(root: Path) -> ReportContext:
+    return ReportContext(collect(root), ["A", "B"], {"P": ["A", "B"]}, {"A": "smollm3", "B": "qwen3"}, list(BENCH))
+
+
+def row(table, *prefix):
+    return next(r for r in table.rows if tuple(r[: len(prefix)]) == prefix)
+
+
+def test_table1_cells(tree):
+    t = table1(context(tree))
+    assert t.header[:5] == ["updated", "peer", "method", "b1", "b2"]
+    grpo = row(t, "A", "", "GRPO (n=8)")
+    # seed 0 picks step 10 (b1 50, b2 0, avg 25); seed 1 step 5 (b1 100, avg 50)
+    assert grpo[3] == pytest.approx(75.0) and grpo[4] == pytest.approx(0.0)
+    assert grpo[5] == "37.50 ± 17.68"
+    assert grpo[6] is None and grpo[8] == pytest.approx(32.60)
+    graft = row(t, "A", "B", "GRAFT")
+    assert graft[5] == "75.00"
+    assert graft[6] == pytest.approx(75.0 - 37.5)
+    low, high = graft[7]
+    assert (low <= 37.5 + 1e-9 and high >= 37.5 - 1e-9) or low <= high
+    assert graft[8] == pytest.approx(37.06) and graft[9] == pytest.approx(37.06 - 32.60)
+    hacpo = row(t, "A", "B", "HACPO")
+    assert hacpo[3:8] == [None, None, None, None, None]  # missing, not zero
+    assert hacpo[8] == pytest.approx(31.51)
+    assert "—" in t.markdown() and "| A | B | HACPO | — | — | — |" in t.markdown()
+    csv_rows = list(csv.reader(t.csv().splitlines()))
+    assert csv_rows[0] == t.header and "" in csv_rows[[r[2] for r in csv_rows].index("HACPO")]
+    assert r"\begin{tabular}" in t.latex() and r"$\pm$" in t.latex()
+
+
+def test_selection_rules_and_table(tree):
+    ctx = context(tree)
+    run = ctx.runs[("grpo_n8", "A", 0, "A")]
+    assert run.select("test_best").step == 10 and run.select("val_best").step == 5 and run.select("final").step == 10
+    t = table_selection(ctx)
+    r = row(t, "grpo_n8", "A", "A")
+    assert r[3] == pytest.approx(37.5) and r[4] == pytest.approx((12.5 + 50) / 2) and r[5] == pytest.approx(37.5)
+    assert r[6] == pytest.approx(37.5 - 31.25)
+
+
+def test_table2_and_clipping(tree):
+    ctx = context(tree)
+    t2 = table2(ctx)
+    full = row(t2, "GRAFT")
+    assert full[2] == "75.00" and full[4] == pytest.approx(37.06) and full[6] == "50.00"
+    no_gate = row(t2, "w/o compat. gate")
+    assert no_gate[2] is None and no_gate[3] is None and no_gate[4] == pytest.approx(28.70)
+    assert no_gate[5] == pytest.approx(28.70 - 37.06)
+    clip = table_clipping(ctx, tree, [0])
+    graft_a = row(clip, "GRAFT", "A")
+    assert graft_a[2] == pytest.approx(10.0) and graft_a[3] == pytest.approx(30.0)
+    assert row(clip, "GRAFT", "B")[3] is None and row(clip, "peer first", "A")[2] is None
+
+
+def test_paired_bootstrap_of_identical_runs_is_zero(tree):
+    ctx = context(tree)
+    points = [ctx.runs[("graft", "P", 0, "A")].select("test_best")]
+    assert paired_bootstrap(points, points) == (0.0, 0.0)
+
+
+def test_report_cli_writes_tables_and_figures(tree, tmp_path):
+    config = yaml.safe_load(Path("config/smoke.yaml").read_text())
+    config["models"] = {"A": config["models"]["smol"], "B": config["models"]["qwen"]}
+    config["pairs"] = {"P": ["A", "B"]}
+    config["eval"]["benchmarks"] = {"b1": "x.jsonl", "b2": "y.jsonl"}
+    config["report"]["paper_models"] = {"A": "smollm3", "B": "qwen3"}
+    config.pop("toy")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "report"
+    assert main(["report", "--config", str(path), "--results", str(tree), "--out", str(out)]) == 0
+    for name in ("table1", "table2_ablations", "table_stored", "table_selection", "table_clipping"):
+        for ext in ("md", "csv", "tex"):
+            assert (out / "tables" / f"{name}.{ext}").stat().st_size > 0
+    for fig in ("fig1_complementarity", "fig3a_score_vs_cost", "fig3b_stored_vs_online"):
+        assert (out / "figures" / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Table 1" in (out / "summary.md").read_text()
+
+
+def test_report_on_an_empty_tree_shows_every_cell_missing(tmp_path):
+    (tmp_path / "eval").mkdir()
+    t = table1(context(tmp_path))
+    assert all(v is None for r in t.rows for v in r[3:8])
+    assert t.markdown().count("—") >= len(t.rows) * 5
+
+
+def test_evaluate_a_tiny_model_on_three_problems_per_benchmark(forced_world, tmp_path):
+    config = yaml.safe_load(forced_world["config"].read_text())
+    data = Path(__file__).resolve().parents[2] / "data"
+    config["eval"] = {
+        "benchmarks": {n: str(data / f"{n}.jsonl") for n in ("math500", "aime24", "aime25", "amc23", "minerva_math")},
+        "k": 2,
+    }
+    config["reward"] = {"kind": "math", "timeout": 2, "workers": 1}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "eval.json"
+    assert (
+        main(
+            [
+                "evaluate",
+                "--config",
+                str(path),
+                "--model",
+                "A",
+                "--checkpoint",
+                str(forced_world["A"]),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    result = json.loads(out.read_text())
+    assert set(result["benchmarks"]) == {"math500", "aime24", "aime25", "amc23", "minerva_math"}
+    for bench in result["benchmarks"].values():
+        assert len(bench["per_problem"]) == 3 and all(len(v) == 2 for v in bench["per_problem"].values())
+    assert result["average"] == pytest.approx(sum(b["pass@1"] for b in result["benchmarks"].values()) / 5)
+    assert result["k"] == 2 and result["temperature"] == 0.6 and result["step"] == 0
