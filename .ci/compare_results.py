@@ -1,9 +1,13 @@
 """Check that two results trees of the same config hold the same training metrics and evaluations.
 
 Timings (step times, GPU-hours) and paths differ between runs and are left out; everything else must be equal.
-Usage: python .ci/compare_results.py LOCAL SLURM
+With --everything, also the report's tables (CSV, cell by cell), the trajectory archives and the checkpoint and
+toy-model weights (byte for byte): what a refactoring that promises unchanged results must keep.
+Usage: python .ci/compare_results.py [--everything] A B
 """
 
+import csv
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -28,9 +32,35 @@ def evaluations(root: Path) -> dict[str, dict]:
     return out
 
 
+def tables(root: Path) -> dict[str, list[list[str]]]:
+    return {
+        str(p.relative_to(root)): list(csv.reader(p.read_text().splitlines()))
+        for p in sorted(root.glob("report/tables/*.csv"))
+    }
+
+
+def digests(pattern: str):
+    def read(root: Path) -> dict[str, str]:
+        return {
+            str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.glob(pattern))
+        }
+
+    return read
+
+
+EVERYTHING = {
+    "tables": tables,
+    "trajectories": digests("runs/**/*.parquet"),
+    "weights": digests("**/model.safetensors"),
+}
+
+
 def main() -> int:
-    local, slurm = Path(sys.argv[1]), Path(sys.argv[2])
+    args = [a for a in sys.argv[1:] if a != "--everything"]
+    local, slurm = Path(args[0]), Path(args[1])
     checks = {"metrics": (metrics(local), metrics(slurm)), "evaluations": (evaluations(local), evaluations(slurm))}
+    if "--everything" in sys.argv[1:]:
+        checks.update({name: (read(local), read(slurm)) for name, read in EVERYTHING.items()})
     ok = True
     for name, (a, b) in checks.items():
         if not a:

@@ -149,7 +149,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not results.is_dir():
         raise ConfigError(f"--results: no such directory {str(results)!r}")
     ctx = write_report(config, results, args.out)
-    _log_event("report", runs=len(ctx.runs), out=str(args.out))
+    _log_event("report", cells=len(ctx.run_cells()), out=str(args.out))
     return 0
 
 
@@ -168,9 +168,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="graft", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_training(sub) -> None:
+    """methods and train: what a cell runs."""
     methods = sub.add_parser("methods", help="list the method presets, or print one preset's switches")
     methods.add_argument("name", nargs="?", help="a preset name: print its switches as YAML")
     methods.add_argument("--config", type=Path, help="workflow config whose 'methods:' adds user presets")
@@ -195,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--eval-dir", type=Path, help="evaluate each checkpoint as it is saved, into this directory")
     train.set_defaults(func=_cmd_train)
 
+
+def _add_toy(sub) -> None:
+    """toy data|model|build: the embedded default's world."""
     toy = sub.add_parser("toy", help="build the embedded default's toy world")
     toy_sub = toy.add_subparsers(dest="toy_command", required=True)
     for name, text in (
@@ -211,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--name", required=True, help="which toy model")
         cmd.set_defaults(func=_cmd_toy)
 
+
+def _add_evaluation(sub) -> None:
+    """evaluate, plan and report."""
     ev = sub.add_parser("evaluate", help="pass@1 of one checkpoint on the configured benchmarks")
     ev.add_argument("--config", type=Path, required=True)
     ev.add_argument("--model", help="which model of the config (default with --run: every model of the run)")
@@ -232,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, required=True, help="report directory")
     rep.set_defaults(func=_cmd_report)
 
+
+def _add_data(sub) -> None:
+    """fetch (models and datasets from the hub) and complementarity (a pair's pre-flight check)."""
     fetch = sub.add_parser("fetch", help="download a model snapshot or a dataset from the Hugging Face hub")
     fetch_sub = fetch.add_subparsers(dest="fetch_command", required=True)
     fm = fetch_sub.add_parser("model", help="snapshot a model repository (safetensors only)")
@@ -256,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--out", type=Path, help="write the report as JSON here")
     comp.add_argument("--threads", type=int)
     comp.set_defaults(func=_cmd_complementarity)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="graft", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_training, _add_toy, _add_evaluation, _add_data):
+        add(sub)
     return parser
 
 

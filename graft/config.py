@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from graft.errors import ConfigError
+from graft.toy.spec import ToySpec
 from graft.typed_config import from_dict
 
 
@@ -134,41 +135,6 @@ class EvalSpec:
     top_p: float = 0.95
     max_response_tokens: int | None = None
     """None: the training limit."""
-
-
-@dataclass(frozen=True)
-class ToyModelSpec:
-    """How one toy model is built and warmed up (DESIGN.md section 7)."""
-
-    arch: Literal["smollm3", "qwen3", "gpt2"]
-    pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
-    vocab_size: int
-    hidden: int
-    layers: int
-    heads: int
-    mix: dict[str, float]
-    """Share of each task family in the warm-up examples: the model's skill profile."""
-    steps: int
-    """Warm-up optimizer steps."""
-    lr: float = 3e-3
-    batch_size: int = 64
-    examples: int = 3000
-    """Distinct warm-up problems drawn from the train split according to ``mix``."""
-
-
-@dataclass(frozen=True)
-class ToySpec:
-    """The synthetic task and the tiny models of the embedded default."""
-
-    models: dict[str, ToyModelSpec]
-    seed: int = 0
-    test_per_family: int = 64
-    """Problems per family in the test split (the toy's benchmarks)."""
-    validation_per_family: int = 16
-    train_per_family: int = 400
-    """RL prompts per family, drawn from the train split."""
-    level2_share: float = 0.0
-    """Share of every split drawn from the harder level 2 (more digits)."""
 
 
 def _ablation_presets() -> list[str]:

@@ -155,6 +155,12 @@ class ResultsTree:
         """The model before any RL, evaluated once (seed 0, step 0)."""
         return self.eval_file("base", model, 0, model, 0)
 
+    def metrics_files(self) -> Iterator[tuple[str, str, int, Path]]:
+        """(method, cell, seed, path) of every training cell's metrics, sorted by path."""
+        for path in sorted((self.root / "runs").glob("*/*/seed*/metrics.jsonl")):
+            seed_dir, cell, method = (path.parents[i].name for i in range(3))
+            yield method, cell, int(seed_dir.removeprefix("seed")), path
+
     def eval_files(self) -> Iterator[tuple[str, str, int, str, Path]]:
         """(method, cell, seed, model, path) of every evaluation JSON, sorted by path."""
         for path in sorted((self.root / "eval").glob("*/*/seed*/*/step_*.json")):

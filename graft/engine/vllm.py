@@ -14,7 +14,7 @@ process). Settings that make its samples what the loss assumes:
   ``wake_up(["weights"])`` / ``wake_up(["kv_cache"])`` around the next weight load and rollout.
 
 Written against vLLM 0.33.0 (the ``gpu`` extra). The conversion to ``Sample`` is tested on the CPU with real
-vLLM output objects; the engine itself runs only where a GPU is present (tests/test_vllm_backend.py).
+vLLM output objects; the engine itself runs only where a GPU is present (tests/integration/test_vllm_backend.py).
 """
 
 from __future__ import annotations

@@ -79,40 +79,68 @@ def analyse(
         }
     by_name = {p.name: p for p in policies}
     for (src, recv), chosen in selected.items():
-        all_fail = k[recv] == 0
-        receiver = by_name[recv]
-        flat = [(g, i) for g in chosen.nonzero().flatten().tolist() for i in range(n)]
-        texts = [receiver.prompt_text(problems[g].problem) for g, _ in flat]
-        responses = [samples[src][g][i] for g, i in flat]
-        if flat:
-            _, _, _, recv_mean = score_peer_responses(
-                receiver, texts, [s.text for s in responses], [not s.truncated for s in responses], temperature
-            )
-        else:
-            recv_mean = torch.zeros(0)
-        src_mean = torch.tensor([sum(s.logprobs) / max(len(s.logprobs), 1) for s in responses])
-        s, w = compatibility(recv_mean, src_mean, delta)
-        correct = torch.tensor([bool(rewards[src][g, i] > 0) for g, i in flat], dtype=torch.bool)
-        passed = s > delta
-        n_fail = int(all_fail.sum())
-        report["directions"][f"{src}->{recv}"] = {
-            "all_fail": n_fail,
-            "all_fail_frac": round(n_fail / len(problems), 4),
-            "peer_mixed_given_all_fail": round(int(cand[(src, recv)].sum()) / n_fail, 4) if n_fail else None,
-            "peer_solved_given_all_fail": round(int((all_fail & (k[src] >= 1)).sum()) / n_fail, 4) if n_fail else None,
-            "candidates": int(cand[(src, recv)].sum()),
-            "selected_after_balancing": int(chosen.sum()),
-            "would_transfer": len(flat),
-            "gate_pass_rate": round(float(passed.float().mean()), 4) if flat else None,
-            "gate_pass_rate_correct": round(float(passed[correct].float().mean()), 4) if correct.any() else None,
-            "gate_pass_rate_incorrect": round(float(passed[~correct].float().mean()), 4) if (~correct).any() else None,
-            "s_quantiles": _quantiles(s),
-            "weight_quantiles_admitted": _quantiles(w[passed]),
-            "weight_hist": [int(v) for v in torch.histc(w[passed], bins=10, min=0, max=1).tolist()]
-            if passed.any()
-            else [0] * 10,
-        }
+        report["directions"][f"{src}->{recv}"] = _direction(
+            by_name[recv],
+            problems,
+            src_samples=samples[src],
+            src_rewards=rewards[src],
+            k_recv=k[recv],
+            candidates=cand[(src, recv)],
+            chosen=chosen,
+            temperature=temperature,
+            delta=delta,
+        )
     return report
+
+
+def _direction(
+    receiver: Policy,
+    problems: list[Problem],
+    *,
+    src_samples: list,
+    src_rewards: torch.Tensor,
+    k_recv: torch.Tensor,
+    candidates: torch.Tensor,
+    chosen: torch.Tensor,
+    temperature: float,
+    delta: float,
+) -> dict:
+    """One direction's figures: the receiver's all-fail prompts, what the source has for them, and how the gate
+    treats the responses that balancing would transfer."""
+    n = src_rewards.shape[1]
+    k_src = success_counts(src_rewards)
+    all_fail = k_recv == 0
+    flat = [(g, i) for g in chosen.nonzero().flatten().tolist() for i in range(n)]
+    texts = [receiver.prompt_text(problems[g].problem) for g, _ in flat]
+    responses = [src_samples[g][i] for g, i in flat]
+    if flat:
+        _, _, _, recv_mean = score_peer_responses(
+            receiver, texts, [s.text for s in responses], [not s.truncated for s in responses], temperature
+        )
+    else:
+        recv_mean = torch.zeros(0)
+    src_mean = torch.tensor([sum(s.logprobs) / max(len(s.logprobs), 1) for s in responses])
+    s, w = compatibility(recv_mean, src_mean, delta)
+    correct = torch.tensor([bool(src_rewards[g, i] > 0) for g, i in flat], dtype=torch.bool)
+    passed = s > delta
+    n_fail = int(all_fail.sum())
+    return {
+        "all_fail": n_fail,
+        "all_fail_frac": round(n_fail / len(problems), 4),
+        "peer_mixed_given_all_fail": round(int(candidates.sum()) / n_fail, 4) if n_fail else None,
+        "peer_solved_given_all_fail": round(int((all_fail & (k_src >= 1)).sum()) / n_fail, 4) if n_fail else None,
+        "candidates": int(candidates.sum()),
+        "selected_after_balancing": int(chosen.sum()),
+        "would_transfer": len(flat),
+        "gate_pass_rate": round(float(passed.float().mean()), 4) if flat else None,
+        "gate_pass_rate_correct": round(float(passed[correct].float().mean()), 4) if correct.any() else None,
+        "gate_pass_rate_incorrect": round(float(passed[~correct].float().mean()), 4) if (~correct).any() else None,
+        "s_quantiles": _quantiles(s),
+        "weight_quantiles_admitted": _quantiles(w[passed]),
+        "weight_hist": [int(v) for v in torch.histc(w[passed], bins=10, min=0, max=1).tolist()]
+        if passed.any()
+        else [0] * 10,
+    }
 
 
 def complementarity(

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.report.figures import figure1, figure3a, figure3b
-from graft.report.load import collect
 from graft.report.table import Table
 from graft.report.tables import ReportContext, table1, table2, table_clipping, table_selection, table_stored
 from graft.results import write_text
@@ -29,19 +28,19 @@ class Job:
     make: Callable[..., object]
 
 
-# name -> builder(ctx, results, seeds) returning a Table
+# make(ctx, seeds) -> Table, over every seed of the config
 TABLES = (
-    Job("table1", False, lambda ctx, results, seeds: table1(ctx)),
-    Job("table2_ablations", True, lambda ctx, results, seeds: table2(ctx)),
-    Job("table_stored", False, lambda ctx, results, seeds: table_stored(ctx)),
-    Job("table_selection", False, lambda ctx, results, seeds: table_selection(ctx)),
-    Job("table_clipping", True, lambda ctx, results, seeds: table_clipping(ctx, results, seeds)),
+    Job("table1", False, lambda ctx, seeds: table1(ctx)),
+    Job("table2_ablations", True, lambda ctx, seeds: table2(ctx)),
+    Job("table_stored", False, lambda ctx, seeds: table_stored(ctx)),
+    Job("table_selection", False, lambda ctx, seeds: table_selection(ctx)),
+    Job("table_clipping", True, table_clipping),
 )
-# name -> drawer(ctx, results, seed, path), the seed being the first main seed
+# make(ctx, seed, path): a figure of one run per cell, the config's first main seed
 FIGURES = (
     Job("fig1_complementarity", False, figure1),
     Job("fig3a_score_vs_cost", False, figure3a),
-    Job("fig3b_stored_vs_online", False, lambda ctx, results, seed, path: figure3b(ctx, path)),
+    Job("fig3b_stored_vs_online", False, lambda ctx, seed, path: figure3b(ctx, path)),
 )
 
 
@@ -69,8 +68,8 @@ def report_outputs(config: RunConfig, out: str | Path) -> ReportOutputs:
 def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
     """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
     benchmarks = list(config.eval.benchmarks) if config.eval else []
-    ctx = ReportContext(
-        collect(results),
+    ctx = ReportContext.from_results(
+        results,
         list(config.models),
         config.pairs,
         config.report.paper_models,
@@ -80,11 +79,11 @@ def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
     seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
     summary = []
     for job in _jobs(TABLES, config):
-        table: Table = job.make(ctx, results, seeds)
+        table: Table = job.make(ctx, seeds)
         table.write(out / "tables")
         summary.append(table.markdown())
     for job in _jobs(FIGURES, config):
-        job.make(ctx, results, config.workflow.main_seeds[0], out / "figures" / f"{job.name}.png")
+        job.make(ctx, config.workflow.main_seeds[0], out / "figures" / f"{job.name}.png")
     header = f"Checkpoint selection: {config.report.selection}; scores are pass@1 (%), mean ± std over seeds.\n\n"
     write_text(out / "summary.md", header + "\n".join(summary))
     return ctx

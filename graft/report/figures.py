@@ -10,10 +10,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pandas as pd
 
-from graft.report.load import read_metrics
 from graft.report.paper import GPU_HOURS_PAIR1
-from graft.report.stats import aggregate
 from graft.report.tables import ReportContext
 from graft.results import atomic_path, replay_cell
 
@@ -25,23 +24,19 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def figure1(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
+def figure1(ctx: ReportContext, seed: int, out: Path) -> Path:
     """Fraction of each receiver's all-fail prompts that its peer solved, per GRAFT step, per pair."""
     fig, axes = plt.subplots(1, max(len(ctx.pairs), 1), figsize=(4.2 * max(len(ctx.pairs), 1), 3.2), squeeze=False)
     for ax, (pair, members) in zip(axes[0], ctx.pairs.items(), strict=False):
-        rows = read_metrics(results, "graft", pair, seed)
+        rows = ctx.metrics("graft", pair, [seed])
         for receiver in members:
             peer = next(m for m in members if m != receiver)
-            points = [
-                (r["step"], r["peer_solved_all_fail"] / r["all_fail"])
-                for r in rows
-                if r["model"] == receiver and r.get("all_fail")
-            ]
-            if not points:
+            mine = rows[(rows.model == receiver) & (rows.get("all_fail", 0) > 0)] if len(rows) else rows
+            if mine.empty:
                 continue
-            steps, fractions = zip(*points, strict=True)
-            line = ax.plot(steps, fractions, marker="o", ms=3, label=f"{peer} solves {receiver}'s all-fail")[0]
-            ax.axhline(statistics.fmean(fractions), ls=":", color=line.get_color())
+            fractions = mine["peer_solved_all_fail"] / mine["all_fail"]
+            line = ax.plot(mine["step"], fractions, marker="o", ms=3, label=f"{peer} solves {receiver}'s all-fail")[0]
+            ax.axhline(fractions.mean(), ls=":", color=line.get_color())
         ax.set_title(f"{pair}: {' / '.join(members)}")
         ax.set_xlabel("training step")
         ax.set_ylabel("fraction of all-fail prompts")
@@ -54,44 +49,52 @@ def figure1(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
     return _save(fig, out)
 
 
-def _cost_to(rows: list[dict], step: int, model: str | None = None) -> float:
-    """Hours spent on training steps before ``step`` (GPU-hours when the job had GPUs, else wall hours)."""
-    seen, gpu, wall = set(), 0.0, 0.0
-    for r in rows:
-        if r["step"] < step and (model is None or r["model"] == model) and r["step"] not in seen:
-            seen.add(r["step"])
-            gpu += r.get("gpu_hours", 0.0)
-            wall += r.get("step_time_s", 0.0) / 3600
+def _cost_to(rows: pd.DataFrame, step: int, model: str | None = None) -> float:
+    """Hours spent on training steps before ``step`` (GPU-hours when the job had GPUs, else wall hours); a
+    co-training step is one job for both models, so each step counts once."""
+    if model is not None:
+        rows = rows[rows.model == model]
+    steps = rows[rows.step < step].drop_duplicates("step")
+    gpu = float(steps.get("gpu_hours", pd.Series(dtype=float)).fillna(0).sum())
+    wall = float(steps.get("step_time_s", pd.Series(dtype=float)).fillna(0).sum()) / 3600
     return gpu if gpu > 0 else wall
 
 
-def figure3a(ctx: ReportContext, results: Path, seed: int, out: Path) -> Path:
+def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]], seed: int) -> list[pd.Series] | None:
+    """The selected checkpoint of each (method, cell, model) at ``seed``; None unless every one exists."""
+    sel = ctx.selected()
+    found = []
+    for method, cell, model in runs:
+        row = sel[(sel.method == method) & (sel.cell == cell) & (sel.model == model) & (sel.seed == seed)]
+        if row.empty:
+            return None
+        found.append(row.iloc[0])
+    return found
+
+
+def figure3a(ctx: ReportContext, seed: int, out: Path) -> Path:
     """Pair 1: pair-mean score of the selected checkpoints against the cost of obtaining both models."""
     fig, ax = plt.subplots(figsize=(5, 3.6))
     if ctx.pairs:
         pair, (a, b) = next(iter(ctx.pairs.items()))
         points = {}
         for method in ("grpo_n8", "grpo_n16", "grpo_n32"):
-            sel = [ctx.runs.get((method, m, seed, m)) for m in (a, b)]
-            if all(s is not None and s.select(ctx.rule) for s in sel):
-                cost = sum(
-                    _cost_to(read_metrics(results, method, m, seed), s.select(ctx.rule).step)
-                    for m, s in zip((a, b), sel, strict=True)
-                )
-                points[method] = (cost, statistics.fmean(s.select(ctx.rule).average for s in sel))
+            sel = _selected_runs(ctx, [(method, m, m) for m in (a, b)], seed)
+            if sel:
+                cost = sum(_cost_to(ctx.metrics(method, s.cell, [seed]), s.step) for s in sel)
+                points[method] = (cost, statistics.fmean(s.average for s in sel))
         for method in ("graft", "hacpo", "sgt"):
-            sel = [ctx.runs.get((method, pair, seed, m)) for m in (a, b)]
-            if all(s is not None and s.select(ctx.rule) for s in sel):
-                last = max(s.select(ctx.rule).step for s in sel)  # the joint run up to the later checkpoint
-                cost = _cost_to(read_metrics(results, method, pair, seed), last)
-                points[method] = (cost, statistics.fmean(s.select(ctx.rule).average for s in sel))
-        stored = [ctx.runs.get(("replay", replay_cell(m, p), seed, m)) for m, p in ((a, b), (b, a))]
-        if all(s is not None and s.select(ctx.rule) for s in stored):
-            cost = sum(
-                _cost_to(read_metrics(results, "replay", replay_cell(m, p), seed), s.select(ctx.rule).step)
-                for (m, p), s in zip(((a, b), (b, a)), stored, strict=True)
-            )
-            points["replay"] = (cost, statistics.fmean(s.select(ctx.rule).average for s in stored))
+            sel = _selected_runs(ctx, [(method, pair, m) for m in (a, b)], seed)
+            if sel:
+                last = max(s.step for s in sel)  # the joint run up to the later checkpoint
+                points[method] = (
+                    _cost_to(ctx.metrics(method, pair, [seed]), last),
+                    statistics.fmean(s.average for s in sel),
+                )
+        sel = _selected_runs(ctx, [("replay", replay_cell(m, p), m) for m, p in ((a, b), (b, a))], seed)
+        if sel:
+            cost = sum(_cost_to(ctx.metrics("replay", s.cell, [seed]), s.step) for s in sel)
+            points["replay"] = (cost, statistics.fmean(s.average for s in sel))
         # tiny CPU runs take minutes, not hours: plot minutes so the axis stays readable
         minutes = bool(points) and max(x for x, _ in points.values()) < 1.0
         if minutes:
@@ -121,13 +124,10 @@ def figure3b(ctx: ReportContext, out: Path) -> Path:
     """Gain over GRPO n=8 of online GRAFT and of stored-trajectory replay, per model block."""
     labels, online, stored = [], [], []
     for model in ctx.models:
-        base = aggregate(ctx.runs, "grpo_n8", model, model, ctx.rule).mean
-        for peer in ctx.models:
-            pair = ctx.pair_of(model, peer) if peer != model else None
-            if pair is None:
-                continue
-            on = aggregate(ctx.runs, "graft", pair, model, ctx.rule).mean
-            st = aggregate(ctx.runs, "replay", replay_cell(model, peer), model, ctx.rule).mean
+        base = ctx.cell("grpo_n8", model, model).mean
+        for peer, pair in ctx.peers(model):
+            on = ctx.cell("graft", pair, model).mean
+            st = ctx.cell("replay", replay_cell(model, peer), model).mean
             labels.append(f"{model}\n← {peer}")
             online.append(None if on is None or base is None else on - base)
             stored.append(None if st is None or base is None else st - base)

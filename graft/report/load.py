@@ -1,78 +1,75 @@
-"""Results read back from a results tree: evaluation JSONs (one per checkpoint) and training metrics.
+"""Results read back from a results tree as tidy pandas DataFrames.
 
-A cell with no results is simply absent here; the tables show it as missing, never as zero.
+- ``samples``: one row per graded evaluation sample: method, cell, seed, model, step, benchmark, problem, sample,
+  correct (the validation set is the benchmark named ``validation``).
+- ``scores``: one row per checkpoint and benchmark: the pass@1 (%) the evaluation recorded, and the average over
+  the test benchmarks (benchmark ``average``).
+- ``metrics``: one row per training step and model of every training cell, with its method, cell and seed.
+
+A cell with no results is simply absent; the tables show it as missing, never as zero.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from graft.results import ResultsTree
 
-
-@dataclass
-class EvalPoint:
-    step: int
-    average: float
-    benchmarks: dict[str, float]
-    validation: float | None
-    per_problem: dict[str, dict[str, float]]
-    """benchmark -> problem id -> mean correctness over the k samples."""
+RUN = ["method", "cell", "seed", "model"]
+"""The columns that name one model's evaluations in one training run."""
+VALIDATION = "validation"
+AVERAGE = "average"
 
 
-@dataclass
-class Run:
-    """One model's evaluations in one training run (method x cell x seed)."""
-
-    method: str
-    cell: str
-    seed: int
-    model: str
-    points: dict[int, EvalPoint] = field(default_factory=dict)
-
-    def select(self, rule: str) -> EvalPoint | None:
-        """The paper's rule (best test average), the validation-selected or the final checkpoint."""
-        if not self.points:
-            return None
-        if rule == "test_best":
-            return max(self.points.values(), key=lambda p: (p.average, -p.step))
-        if rule == "val_best":
-            scored = [p for p in self.points.values() if p.validation is not None]
-            return max(scored, key=lambda p: (p.validation, -p.step)) if scored else None
-        if rule == "final":
-            return self.points[max(self.points)]
-        raise ValueError(f"unknown selection rule {rule!r}; rules: test_best, val_best, final")
+@dataclass(frozen=True)
+class Results:
+    samples: pd.DataFrame
+    scores: pd.DataFrame
+    metrics: pd.DataFrame
 
 
-def _load_point(path: Path) -> EvalPoint:
-    data = json.loads(path.read_text())
-    return EvalPoint(
-        step=int(data["step"]),
-        average=100.0 * data["average"],
-        benchmarks={name: 100.0 * b["pass@1"] for name, b in data["benchmarks"].items()},
-        validation=100.0 * data["validation"]["pass@1"] if "validation" in data else None,
-        per_problem={
-            name: {pid: sum(v) / len(v) for pid, v in b["per_problem"].items()}
-            for name, b in data["benchmarks"].items()
-        },
-    )
+def _sets(data: dict) -> dict[str, dict]:
+    sets = dict(data["benchmarks"])
+    if VALIDATION in data:
+        sets[VALIDATION] = data[VALIDATION]
+    return sets
 
 
-def collect(results: Path) -> dict[tuple[str, str, int, str], Run]:
-    """Every run with at least one evaluated checkpoint, keyed by (method, cell, seed, model)."""
-    runs: dict[tuple[str, str, int, str], Run] = {}
+def load_evaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(samples, scores) of every evaluation JSON under ``results/eval``."""
+    samples: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "problem", "sample", "correct"]}
+    scores: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "score"]}
     for method, cell, seed, model, path in ResultsTree(results).eval_files():
-        run = runs.setdefault((method, cell, seed, model), Run(method, cell, seed, model))
-        point = _load_point(path)
-        run.points[point.step] = point
-    return runs
+        data = json.loads(path.read_text())
+        key = (method, cell, seed, model, int(data["step"]))
+        entries = [(name, s["pass@1"]) for name, s in _sets(data).items()] + [(AVERAGE, data["average"])]
+        for name, value in entries:
+            for column, v in zip(scores, (*key, name, 100.0 * value), strict=True):
+                scores[column].append(v)
+        for name, s in _sets(data).items():
+            for problem, values in s.get("per_problem", {}).items():
+                for i, correct in enumerate(values):
+                    for column, v in zip(samples, (*key, name, problem, i, int(correct)), strict=True):
+                        samples[column].append(v)
+    return pd.DataFrame(samples), pd.DataFrame(scores)
 
 
-def read_metrics(results: Path, method: str, cell: str, seed: int) -> list[dict]:
-    """One training cell's metric rows (empty when it has not run)."""
-    path = ResultsTree(results).run(method, cell, seed).metrics
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+def load_metrics(results: Path) -> pd.DataFrame:
+    """Every training cell's metric rows, with method, cell and seed columns in front."""
+    frames = []
+    for method, cell, seed, path in ResultsTree(results).metrics_files():
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+        if rows:
+            frames.append(pd.DataFrame(rows).assign(method=method, cell=cell, seed=seed))
+    if not frames:
+        return pd.DataFrame(columns=["method", "cell", "seed", "step", "model"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def load(results: Path) -> Results:
+    samples, scores = load_evaluations(results)
+    return Results(samples, scores, load_metrics(results))

@@ -7,6 +7,8 @@ ablations, the delta sweep), and the stored-trajectory results (Figure 3b, Appen
 
 from __future__ import annotations
 
+import pandas as pd
+
 PAPER_MODELS: dict[str, str] = {
     "smollm3": "SmolLM3-3B-Base",
     "qwen3": "Qwen3-1.7B-Base",
@@ -53,12 +55,36 @@ _ABLATIONS = {
 GPU_HOURS_PAIR1 = {"graft": 40.9, "replay": 23.2, "grpo_n32": 92.0}
 
 
+def _rows() -> list[dict]:
+    rows = [
+        {"model": model, "method": method, "peer": None, "average": value}
+        for model, methods in _GRPO.items()
+        for method, value in methods.items()
+    ]
+    rows += [
+        {"model": model, "method": method, "peer": peer, "average": value}
+        for (model, peer), methods in _CROSS.items()
+        for method, value in methods.items()
+    ]
+    pair1 = (("smollm3", "qwen3"), ("qwen3", "smollm3"))
+    rows += [
+        {"model": model, "method": method, "peer": peer, "average": values[i]}
+        for method, values in _ABLATIONS.items()
+        for i, (model, peer) in enumerate(pair1)
+    ]
+    return rows
+
+
+PAPER = pd.DataFrame(_rows()).set_index(["model", "method", "peer"], drop=False).sort_index()
+"""Every five-benchmark average the paper reports: one row per (paper model, method, peer); the peer is None for
+single-model GRPO runs."""
+
+
 def paper_average(model: str | None, method: str, peer: str | None = None) -> float | None:
-    """The paper's average for (paper model, method[, peer]), or None where the paper reports none."""
+    """The paper's average for (paper model, method[, peer]), or None where the paper reports none. GRPO runs
+    have no peer, so a peer given for them is ignored."""
     if model is None:
         return None
-    if method in _GRPO.get(model, {}):
-        return _GRPO[model][method]
-    if method in _ABLATIONS and (model, peer) in (("smollm3", "qwen3"), ("qwen3", "smollm3")):
-        return _ABLATIONS[method][0 if model == "smollm3" else 1]
-    return _CROSS.get((model, peer), {}).get(method)
+    rows = PAPER[(PAPER.model == model) & (PAPER.method == method)]
+    rows = rows[rows.peer.isna() | (rows.peer == peer)]
+    return float(rows.average.iloc[0]) if len(rows) else None

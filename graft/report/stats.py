@@ -1,72 +1,98 @@
-"""Statistics over seeds and problems: a table cell's mean and std over seeds, and the paired bootstrap."""
+"""Statistics of the report: checkpoint selection, means over seeds, and the paired bootstrap over problems."""
 
 from __future__ import annotations
 
-import math
-import random
-import statistics
 from dataclasses import dataclass
 
-from graft.report.load import EvalPoint
+import numpy as np
+import pandas as pd
+
+from graft.report.load import AVERAGE, RUN, VALIDATION
+
+RULES = ("test_best", "val_best", "final")
+"""test_best: the paper's rule (best average on the test benchmarks); val_best: best on the validation set;
+final: the last checkpoint. Ties go to the earlier checkpoint."""
+
+
+def checkpoint_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per evaluated checkpoint (method, cell, seed, model, step), one column per benchmark."""
+    if scores.empty:
+        return pd.DataFrame(columns=[*RUN, "step", AVERAGE])
+    wide = scores.pivot(index=[*RUN, "step"], columns="benchmark", values="score")
+    return wide.rename_axis(columns=None).reset_index()
+
+
+def select(checkpoints: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """The checkpoint each run keeps under ``rule``: one row per (method, cell, seed, model)."""
+    if rule == "test_best":
+        ordered = checkpoints.sort_values([AVERAGE, "step"], ascending=[False, True])
+    elif rule == "val_best":
+        scored = checkpoints.dropna(subset=[VALIDATION]) if VALIDATION in checkpoints else checkpoints.iloc[0:0]
+        ordered = scored.sort_values([VALIDATION, "step"], ascending=[False, True])
+    elif rule == "final":
+        ordered = checkpoints.sort_values("step", ascending=False)
+    else:
+        raise ValueError(f"unknown selection rule {rule!r}; rules: {', '.join(RULES)}")
+    return ordered.groupby(RUN, sort=True).head(1).sort_values(RUN).reset_index(drop=True)
 
 
 @dataclass
 class SeedAggregate:
-    """A table cell aggregated over seeds: mean, std and the selected points."""
+    """A table cell: one method x cell x model over its seeds, at the selected checkpoints."""
 
-    values: list[float]
-    points: list[EvalPoint]
+    selected: pd.DataFrame
+    """The selected checkpoint of each seed (its rows of ``select``)."""
+    column: str = AVERAGE
+
+    @property
+    def values(self) -> list[float]:
+        if self.column not in self.selected:
+            return [float("nan")] * len(self.selected)
+        return self.selected[self.column].astype(float).tolist()
 
     @property
     def mean(self) -> float | None:
-        return statistics.fmean(self.values) if self.values else None
+        return float(np.mean(self.values)) if len(self.selected) else None
 
     @property
     def std(self) -> float | None:
-        return statistics.stdev(self.values) if len(self.values) > 1 else None
+        return float(np.std(self.values, ddof=1)) if len(self.selected) > 1 else None
 
 
-def aggregate(runs, method: str, cell: str, model: str, rule: str, benchmark: str | None = None) -> SeedAggregate:
-    values, points = [], []
-    for (m, c, _seed, mod), run in sorted(runs.items()):
-        if (m, c, mod) != (method, cell, model):
-            continue
-        point = run.select(rule)
-        if point is None:
-            continue
-        points.append(point)
-        values.append(point.average if benchmark is None else point.benchmarks.get(benchmark, math.nan))
-    return SeedAggregate(values, points)
+def aggregate(selected: pd.DataFrame, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
+    rows = selected[(selected.method == method) & (selected.cell == cell) & (selected.model == model)]
+    return SeedAggregate(rows.sort_values("seed"), column)
 
 
-def paired_bootstrap(a: list[EvalPoint], b: list[EvalPoint], resamples: int = 2000, seed: int = 0):
-    """95% interval of mean(a) - mean(b) in average score, resampling problems within each benchmark.
+def _problem_rates(samples: pd.DataFrame, selected: pd.DataFrame) -> pd.Series:
+    """Per (benchmark, problem): pass rate over samples, averaged over the selected seeds; only problems that
+    every seed evaluated."""
+    keys = selected[[*RUN, "step"]]
+    rows = samples.merge(keys, on=[*RUN, "step"])
+    rows = rows[rows.benchmark != VALIDATION]
+    by_seed = rows.groupby(["seed", "benchmark", "problem"])["correct"].mean()
+    per_problem = by_seed.groupby(["benchmark", "problem"]).agg(["mean", "count"])
+    return per_problem.loc[per_problem["count"] == len(keys), "mean"]
 
-    Per-problem pass rates are averaged over each side's seeds; the difference is paired by problem.
+
+def paired_bootstrap(
+    samples: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """95% interval of mean(a) - mean(b) in average score (points), resampling problems within each benchmark.
+
+    ``a``, ``b``: the selected checkpoints of two cells (rows of ``select``). Per-problem pass rates are averaged
+    over each side's seeds and the difference is paired by problem; each resample draws every benchmark's
+    problems with replacement, averages within benchmarks, then over benchmarks (as the score does).
     """
-    if not a or not b:
+    if a.empty or b.empty:
         return None
-    benchmarks = sorted(set(a[0].per_problem) & set(b[0].per_problem))
-    if not benchmarks:
+    diffs = 100.0 * (_problem_rates(samples, a) - _problem_rates(samples, b)).dropna()
+    if diffs.empty:
         return None
-    diffs = {}
-    for name in benchmarks:
-        ids = sorted(set.intersection(*(set(p.per_problem[name]) for p in a + b)))
-        diffs[name] = [
-            100.0
-            * (
-                statistics.fmean(p.per_problem[name][i] for p in a)
-                - statistics.fmean(p.per_problem[name][i] for p in b)
-            )
-            for i in ids
-        ]
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(resamples):
-        per_bench = []
-        for values in diffs.values():
-            if values:
-                per_bench.append(statistics.fmean(rng.choice(values) for _ in values))
-        stats.append(statistics.fmean(per_bench))
-    stats.sort()
-    return stats[int(0.025 * resamples)], stats[int(0.975 * resamples) - 1]
+    rng = np.random.default_rng(seed)
+    per_benchmark = []
+    for _, values in diffs.groupby(level="benchmark"):
+        v = values.to_numpy()
+        per_benchmark.append(v[rng.integers(0, len(v), size=(resamples, len(v)))].mean(axis=1))
+    stats = np.sort(np.mean(per_benchmark, axis=0))
+    return float(stats[int(0.025 * resamples)]), float(stats[int(0.975 * resamples) - 1])

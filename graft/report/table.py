@@ -1,62 +1,21 @@
-"""A table of the report, rendered as Markdown, CSV and LaTeX with one formatting rule for missing cells."""
+"""A table of the report: a DataFrame of raw values (floats, strings, intervals, None for missing), written as
+Markdown, CSV and LaTeX by pandas with one formatting rule for each."""
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from graft.results import write_text
 
 MISSING = "—"
 
 
-@dataclass
-class Table:
-    name: str
-    caption: str
-    header: list[str]
-    rows: list[list[object]]
-
-    def cells(self) -> list[list[str]]:
-        return [[_fmt(v) for v in row] for row in self.rows]
-
-    def markdown(self) -> str:
-        lines = [f"**{self.caption}**", "", "| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
-        lines += ["| " + " | ".join(row) + " |" for row in self.cells()]
-        return "\n".join(lines) + "\n"
-
-    def csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(self.header)
-        for row in self.rows:
-            writer.writerow(["" if v is None else f"{v:.4f}" if isinstance(v, float) else _fmt(v) for v in row])
-        return out.getvalue()
-
-    def latex(self) -> str:
-        esc = lambda s: s.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")  # noqa: E731
-        lines = [
-            r"\begin{table}[t]",
-            r"\centering",
-            r"\caption{" + esc(self.caption) + "}",
-            r"\begin{tabular}{" + "l" + "r" * (len(self.header) - 1) + "}",
-            r"\toprule",
-            " & ".join(esc(h) for h in self.header) + r" \\",
-            r"\midrule",
-        ]
-        lines += [" & ".join(esc(c) for c in row) + r" \\" for row in self.cells()]
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-        return "\n".join(lines) + "\n"
-
-    def write(self, directory: Path) -> list[Path]:
-        renderings = ((".md", self.markdown()), (".csv", self.csv()), (".tex", self.latex()))
-        return [write_text(directory / f"{self.name}{suffix}", text) for suffix, text in renderings]
-
-
 def _fmt(value: object) -> str:
+    """Markdown and LaTeX: two decimals, intervals as [+low, +high], missing as a dash (never as zero)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     if isinstance(value, float):
@@ -64,3 +23,54 @@ def _fmt(value: object) -> str:
     if isinstance(value, tuple) and len(value) == 2:
         return f"[{value[0]:+.2f}, {value[1]:+.2f}]"
     return str(value)
+
+
+def _csv(value: object) -> str:
+    """CSV: four decimals, missing as an empty field."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.4f}" if isinstance(value, float) else _fmt(value)
+
+
+def _latex(text: str) -> str:
+    return text.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$")
+
+
+@dataclass
+class Table:
+    name: str
+    caption: str
+    frame: pd.DataFrame
+
+    @classmethod
+    def from_rows(cls, name: str, caption: str, header: list[str], rows: list[list[object]]) -> Table:
+        return cls(name, caption, pd.DataFrame(rows, columns=header, dtype=object))
+
+    @property
+    def header(self) -> list[str]:
+        return list(self.frame.columns)
+
+    @property
+    def rows(self) -> list[list[object]]:
+        return self.frame.to_numpy().tolist()
+
+    def markdown(self) -> str:
+        body = self.frame.map(_fmt).to_markdown(index=False, disable_numparse=True)
+        return f"**{self.caption}**\n\n{body}\n"
+
+    def csv(self) -> str:
+        return self.frame.map(_csv).to_csv(index=False)
+
+    def latex(self) -> str:
+        cells = self.frame.map(lambda v: _latex(_fmt(v))).rename(columns=_latex)
+        return cells.to_latex(
+            index=False,
+            escape=False,
+            caption=_latex(self.caption),
+            column_format="l" + "r" * (len(self.header) - 1),
+            position="t",
+        )
+
+    def write(self, directory: Path) -> list[Path]:
+        renderings = ((".md", self.markdown()), (".csv", self.csv()), (".tex", self.latex()))
+        return [write_text(directory / f"{self.name}{suffix}", text) for suffix, text in renderings]

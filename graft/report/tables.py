@@ -3,16 +3,71 @@ clipped-token fractions), with the paper's numbers beside ours."""
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from graft.methods import PRESETS
-from graft.report.load import read_metrics
+from graft.report.load import AVERAGE, Results, load
 from graft.report.paper import paper_average
-from graft.report.stats import SeedAggregate, aggregate, paired_bootstrap
+from graft.report.stats import SeedAggregate, aggregate, checkpoint_scores, paired_bootstrap, select
 from graft.report.table import Table
 from graft.results import replay_cell
+
+
+@dataclass
+class ReportContext:
+    """The loaded results and the config's view of them (models, pairs, benchmarks, selection rule)."""
+
+    results: Results
+    models: list[str]
+    pairs: dict[str, list[str]]
+    paper_models: dict[str, str]
+    benchmarks: list[str]
+    rule: str = "test_best"
+    checkpoints: pd.DataFrame = field(init=False)
+    _selected: dict[str, pd.DataFrame] = field(init=False, default_factory=dict)
+
+    def __post_init__(self):
+        self.checkpoints = checkpoint_scores(self.results.scores)
+
+    @classmethod
+    def from_results(cls, results: Path, *args, **kwargs) -> ReportContext:
+        return cls(load(results), *args, **kwargs)
+
+    def selected(self, rule: str | None = None) -> pd.DataFrame:
+        """The kept checkpoint of every run under ``rule`` (the config's rule by default)."""
+        rule = rule or self.rule
+        if rule not in self._selected:
+            self._selected[rule] = select(self.checkpoints, rule)
+        return self._selected[rule]
+
+    def cell(self, method: str, cell: str, model: str, column: str = AVERAGE, rule: str | None = None):
+        return aggregate(self.selected(rule), method, cell, model, column)
+
+    def run_cells(self) -> list[tuple[str, str, str]]:
+        """Every (method, cell, model) with at least one evaluated checkpoint."""
+        return sorted(set(self.checkpoints[["method", "cell", "model"]].itertuples(index=False, name=None)))
+
+    def metrics(self, method: str, cell: str, seeds: list[int] | None = None) -> pd.DataFrame:
+        m = self.results.metrics
+        rows = m[(m.method == method) & (m.cell == cell)]
+        return rows if seeds is None else rows[rows.seed.isin(seeds)]
+
+    def bootstrap(self, a: SeedAggregate, b: SeedAggregate) -> tuple[float, float] | None:
+        return paired_bootstrap(self.results.samples, a.selected, b.selected)
+
+    def paper(self, model: str) -> str | None:
+        return self.paper_models.get(model)
+
+    def pair_of(self, a: str, b: str) -> str | None:
+        return next((name for name, members in self.pairs.items() if set(members) == {a, b}), None)
+
+    def peers(self, model: str) -> list[tuple[str, str]]:
+        """(peer, pair) for every pair that ``model`` belongs to, in the config's model order."""
+        found = [(peer, self.pair_of(model, peer)) for peer in self.models if peer != model]
+        return [(peer, pair) for peer, pair in found if pair is not None]
 
 
 def _pm(cell: SeedAggregate) -> str | None:
@@ -25,42 +80,23 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-@dataclass
-class ReportContext:
-    runs: dict
-    models: list[str]
-    pairs: dict[str, list[str]]
-    paper_models: dict[str, str]
-    benchmarks: list[str]
-    rule: str = "test_best"
-
-    def paper(self, model: str) -> str | None:
-        return self.paper_models.get(model)
-
-    def pair_of(self, a: str, b: str) -> str | None:
-        return next((name for name, members in self.pairs.items() if set(members) == {a, b}), None)
-
-
 def table1(ctx: ReportContext) -> Table:
     header = ["updated", "peer", "method", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "Δ 95% CI", "paper avg", "paper Δ"]
     rows = []
     for model in ctx.models:
-        base = aggregate(ctx.runs, "grpo_n8", model, model, ctx.rule)
+        base = ctx.cell("grpo_n8", model, model)
         paper_base = paper_average(ctx.paper(model), "grpo_n8")
         blocks = [(None, [(m, model) for m in ("grpo_n8", "grpo_n16", "grpo_n32")])]
-        for peer in ctx.models:
-            pair = ctx.pair_of(model, peer) if peer != model else None
-            if pair is None:
-                continue
+        for peer, pair in ctx.peers(model):
             blocks.append(
                 (peer, [("hacpo", pair), ("sgt", pair), ("graft", pair), ("replay", replay_cell(model, peer))])
             )
         for peer, entries in blocks:
             for method, cell_name in entries:
-                cell = aggregate(ctx.runs, method, cell_name, model, ctx.rule)
-                per_bench = [aggregate(ctx.runs, method, cell_name, model, ctx.rule, b).mean for b in ctx.benchmarks]
+                cell = ctx.cell(method, cell_name, model)
+                per_bench = [ctx.cell(method, cell_name, model, b).mean for b in ctx.benchmarks]
                 paper_value = paper_average(ctx.paper(model), method, ctx.paper(peer) if peer else None)
-                ci = paired_bootstrap(cell.points, base.points) if method != "grpo_n8" else None
+                own = method == "grpo_n8"
                 rows.append(
                     [
                         model,
@@ -68,15 +104,14 @@ def table1(ctx: ReportContext) -> Table:
                         PRESETS[method].label,
                         *per_bench,
                         _pm(cell),
-                        _delta(cell.mean, base.mean) if method != "grpo_n8" else None,
-                        ci,
+                        None if own else _delta(cell.mean, base.mean),
+                        None if own else ctx.bootstrap(cell, base),
                         paper_value,
-                        _delta(paper_value, paper_base) if method != "grpo_n8" else None,
+                        None if own else _delta(paper_value, paper_base),
                     ]
                 )
-    return Table(
-        "table1", "Table 1: five-benchmark pass@1 (%) by updated model and peer; paper values beside ours", header, rows
-    )
+    caption = "Table 1: five-benchmark pass@1 (%) by updated model and peer; paper values beside ours"
+    return Table.from_rows("table1", caption, header, rows)
 
 
 ABLATION_ROWS = [name for name, p in PRESETS.items() if p.table in ("2a", "2b", "F")]
@@ -88,13 +123,12 @@ def table2(ctx: ReportContext) -> Table:
     for model in members:
         header += [f"{model} avg", f"{model} Δ vs GRAFT", f"{model} paper avg", f"{model} paper Δ"]
     rows = []
-    full = {m: aggregate(ctx.runs, "graft", pair_name, m, ctx.rule) for m in members}
+    full = {m: ctx.cell("graft", pair_name, m) for m in members}
     for method in ["graft", *ABLATION_ROWS, "hacpo", "sgt", "grpo_n8"]:
         row: list[object] = [PRESETS[method].label, PRESETS[method].table]
         for model in members:
             peer = next(m for m in members if m != model)
-            cell_name = model if method == "grpo_n8" else pair_name
-            cell = aggregate(ctx.runs, method, cell_name, model, ctx.rule)
+            cell = ctx.cell(method, model if method == "grpo_n8" else pair_name, model)
             paper_value = paper_average(ctx.paper(model), method, ctx.paper(peer))
             paper_full = paper_average(ctx.paper(model), "graft", ctx.paper(peer))
             row += [
@@ -104,36 +138,22 @@ def table2(ctx: ReportContext) -> Table:
                 _delta(paper_value, paper_full) if method != "graft" else None,
             ]
         rows.append(row)
-    return Table(
-        "table2_ablations", f"Table 2: ablations and alternative designs on {pair_name}; Δ vs full GRAFT", header, rows
-    )
+    caption = f"Table 2: ablations and alternative designs on {pair_name}; Δ vs full GRAFT"
+    return Table.from_rows("table2_ablations", caption, header, rows)
 
 
 def table_stored(ctx: ReportContext) -> Table:
-    header = [
-        "updated",
-        "peer",
-        "GRPO n=8",
-        "GRAFT online",
-        "stored",
-        "Δ online",
-        "Δ stored",
-        "paper online",
-        "paper stored",
-        "paper Δ stored",
-    ]
+    header = ["updated", "peer", "GRPO n=8", "GRAFT online", "stored", "Δ online", "Δ stored"]
+    header += ["paper online", "paper stored", "paper Δ stored"]
     rows = []
     for model in ctx.models:
-        base = aggregate(ctx.runs, "grpo_n8", model, model, ctx.rule)
-        pb = paper_average(ctx.paper(model), "grpo_n8")
-        for peer in ctx.models:
-            pair = ctx.pair_of(model, peer) if peer != model else None
-            if pair is None:
-                continue
-            online = aggregate(ctx.runs, "graft", pair, model, ctx.rule)
-            stored = aggregate(ctx.runs, "replay", replay_cell(model, peer), model, ctx.rule)
-            p_on = paper_average(ctx.paper(model), "graft", ctx.paper(peer))
-            p_st = paper_average(ctx.paper(model), "replay", ctx.paper(peer))
+        base = ctx.cell("grpo_n8", model, model)
+        paper_base = paper_average(ctx.paper(model), "grpo_n8")
+        for peer, pair in ctx.peers(model):
+            online = ctx.cell("graft", pair, model)
+            stored = ctx.cell("replay", replay_cell(model, peer), model)
+            paper_online = paper_average(ctx.paper(model), "graft", ctx.paper(peer))
+            paper_stored = paper_average(ctx.paper(model), "replay", ctx.paper(peer))
             rows.append(
                 [
                     model,
@@ -143,52 +163,37 @@ def table_stored(ctx: ReportContext) -> Table:
                     _pm(stored),
                     _delta(online.mean, base.mean),
                     _delta(stored.mean, base.mean),
-                    p_on,
-                    p_st,
-                    _delta(p_st, pb),
+                    paper_online,
+                    paper_stored,
+                    _delta(paper_stored, paper_base),
                 ]
             )
-    return Table("table_stored", "Stored peer trajectories (archive replay) vs online co-training", header, rows)
+    caption = "Stored peer trajectories (archive replay) vs online co-training"
+    return Table.from_rows("table_stored", caption, header, rows)
 
 
 def table_selection(ctx: ReportContext) -> Table:
     header = ["method", "cell", "model", "best on test (paper rule)", "best on validation", "final", "test - val"]
     rows = []
-    for method, cell_name, model in sorted({(m, c, mod) for (m, c, _s, mod) in ctx.runs}):
-        values = [
-            aggregate(ctx.runs, method, cell_name, model, rule).mean for rule in ("test_best", "val_best", "final")
-        ]
+    for method, cell_name, model in ctx.run_cells():
+        values = [ctx.cell(method, cell_name, model, rule=rule).mean for rule in ("test_best", "val_best", "final")]
         rows.append([method, cell_name, model, *values, _delta(values[0], values[1])])
-    return Table(
-        "table_selection",
-        "Checkpoint selection: how much picking the best test checkpoint inflates scores",
-        header,
-        rows,
-    )
+    caption = "Checkpoint selection: how much picking the best test checkpoint inflates scores"
+    return Table.from_rows("table_selection", caption, header, rows)
 
 
-def table_clipping(ctx: ReportContext, results: Path, seeds: list[int]) -> Table:
+def table_clipping(ctx: ReportContext, seeds: list[int]) -> Table:
     pair_name, members = next(iter(ctx.pairs.items()))
     header = ["position", "model", "clipped own tokens (%)", "clipped peer tokens (%)"]
     rows = []
     for method in ("graft", "graft_peer_first", "graft_uniform"):
+        metrics = ctx.metrics(method, pair_name, seeds)
         for model in members:
-            own, peer = [], []
-            for seed in seeds:
-                for row in read_metrics(results, method, pair_name, seed):
-                    if row["model"] == model:
-                        if row.get("clip_frac_own") is not None:
-                            own.append(100 * row["clip_frac_own"])
-                        if row.get("clip_frac_peer") is not None:
-                            peer.append(100 * row["clip_frac_peer"])
-            rows.append(
-                [
-                    PRESETS[method].label,
-                    model,
-                    statistics.fmean(own) if own else None,
-                    statistics.fmean(peer) if peer else None,
-                ]
-            )
-    return Table(
-        "table_clipping", f"Clipped-token fractions by peer minibatch position ({pair_name}, appendix H)", header, rows
-    )
+            mine = metrics[metrics.model == model] if "model" in metrics else metrics
+            means = [
+                100 * float(mine[column].dropna().mean()) if column in mine and mine[column].notna().any() else None
+                for column in ("clip_frac_own", "clip_frac_peer")
+            ]
+            rows.append([PRESETS[method].label, model, *means])
+    caption = f"Clipped-token fractions by peer minibatch position ({pair_name}, appendix H)"
+    return Table.from_rows("table_clipping", caption, header, rows)

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import torch
 
-from graft.config import ModelSpec, RunConfig, ToyModelSpec, ToySpec
+from graft.config import ModelSpec, RunConfig
 from graft.engine.policy import Policy
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
+from graft.toy.spec import ToyModelSpec, ToySpec
 from graft.toy.task import FAMILIES, ToyProblem, make_splits
 from graft.toy.warmup import warm_up
 

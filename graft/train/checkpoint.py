@@ -52,29 +52,29 @@ def save(run: RunDir, next_step: int, learners: list[Learner], world: World, dty
     final = run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else final.with_name(final.name + ".tmp")
     world.barrier()
-    for lr in learners:
-        single, sharded = resume_state(tmp, lr.name)
+    for learner in learners:
+        single, sharded = resume_state(tmp, learner.name)
         if world.distributed:
-            save_sharded(lr.policy.model, lr.optimizer, sharded)
-            weights = full_state_dict(lr.policy.model, world)
+            save_sharded(learner.policy.model, learner.optimizer, sharded)
+            weights = full_state_dict(learner.policy.model, world)
             if world.is_main:  # in the configured dtype, as a single process would have written it
-                weights = {k: v.to(DTYPES[dtypes[lr.name]]) for k, v in weights.items()}
-                lr.policy.model.save_pretrained(tmp / lr.name, state_dict=weights, safe_serialization=True)
+                weights = {k: v.to(DTYPES[dtypes[learner.name]]) for k, v in weights.items()}
+                learner.policy.model.save_pretrained(tmp / learner.name, state_dict=weights, safe_serialization=True)
         else:
-            lr.policy.model.save_pretrained(tmp / lr.name, safe_serialization=True)
-            torch.save(lr.optimizer.state_dict(), single)
+            learner.policy.model.save_pretrained(tmp / learner.name, safe_serialization=True)
+            torch.save(learner.optimizer.state_dict(), single)
         if world.is_main:
-            lr.policy.tokenizer.save_pretrained(tmp / lr.name)
+            learner.policy.tokenizer.save_pretrained(tmp / learner.name)
     if world.is_main:
         state = {
             "next_step": next_step,
             "processes": world.size,
-            "capability": {lr.name: lr.capability.state_dict() for lr in learners},
+            "capability": {learner.name: learner.capability.state_dict() for learner in learners},
             **_rng_state(),
         }
         (tmp / "state.json").write_text(json.dumps(state))
         commit_dir(tmp, final)
-        _prune(run, final, [lr.name for lr in learners])
+        _prune(run, final, [learner.name for learner in learners])
     world.barrier()
 
 
@@ -103,7 +103,7 @@ def latest(run: RunDir, models: list[str]) -> Path | None:
 def restore(run: RunDir, learners: list[Learner], world: World) -> int:
     """Load the newest resumable checkpoint into ``learners`` and the RNGs; returns the step to continue from
     (0 with none: the run starts over)."""
-    ckpt = latest(run, [lr.name for lr in learners])
+    ckpt = latest(run, [learner.name for learner in learners])
     if ckpt is None:
         return 0
     state = json.loads((ckpt / "state.json").read_text())
@@ -113,30 +113,30 @@ def restore(run: RunDir, learners: list[Learner], world: World) -> int:
             f"--resume: checkpoint {str(ckpt)!r} was written by {state.get('processes', 1)} process(es); "
             "resume it with a sharded run if it was sharded and with one process if not"
         )
-    for lr in learners:
+    for learner in learners:
         if sharded:
-            load_sharded(lr.policy.model, lr.optimizer, resume_state(ckpt, lr.name)[1])
+            load_sharded(learner.policy.model, learner.optimizer, resume_state(ckpt, learner.name)[1])
         else:
-            _load_single(lr, ckpt)
-        lr.capability.load_state_dict(state["capability"][lr.name])
-        if lr.separate_rollout:
-            lr.rollout.load_weights(full_state_dict(lr.policy.model, world))
+            _load_single(learner, ckpt)
+        learner.capability.load_state_dict(state["capability"][learner.name])
+        if learner.separate_rollout:
+            learner.rollout.load_weights(full_state_dict(learner.policy.model, world))
     _set_rng_state(state)
     return state["next_step"]
 
 
-def _load_single(lr: Learner, ckpt: Path) -> None:
+def _load_single(learner: Learner, ckpt: Path) -> None:
     from safetensors.torch import load_file
 
     weights = {}
-    for file in sorted((ckpt / lr.name).glob("*.safetensors")):
+    for file in sorted((ckpt / learner.name).glob("*.safetensors")):
         weights.update(load_file(file))
-    result = lr.policy.model.load_state_dict(weights, strict=False)
+    result = learner.policy.model.load_state_dict(weights, strict=False)
     # Tied weights (lm_head = embeddings) are stored once; anything else missing is a broken checkpoint.
     tied = {k for k in result.missing_keys if "lm_head" in k}
     if result.unexpected_keys or set(result.missing_keys) - tied:
-        raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {lr.name!r}")
-    lr.optimizer.load_state_dict(torch.load(resume_state(ckpt, lr.name)[0], weights_only=True))
+        raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {learner.name!r}")
+    learner.optimizer.load_state_dict(torch.load(resume_state(ckpt, learner.name)[0], weights_only=True))
 
 
 def truncate_metrics(run: RunDir, next_step: int) -> None:

@@ -164,52 +164,11 @@ def build_groups(
     stats.selected = int(selected.sum())
     # HACPO keeps its configuration: peer responses on every prompt, zero advantage off the selection.
     attach = torch.ones_like(selected) if method.update == "hacpo" else selected
-
-    # Which peer responses are sent.
-    sent: dict[int, list[int]] = {}
-    if method.transfer == "one_success":
-        choice = sample_one_success(peer.rewards, attach, generator)
-        sent = {g: [int(choice[g])] for g in range(len(choice)) if choice[g] >= 0}
-    else:
-        for g in attach.nonzero().flatten().tolist():
-            rows = range(peer.n)
-            sent[g] = [i for i in rows if peer.rewards[g, i] > 0] if method.transfer == "success_only" else list(rows)
+    sent = _sent_responses(method, peer, attach, generator)
     flat = [(g, i) for g, items in sent.items() for i in items]
-
-    # Receiver tokenization, and its behaviour-policy log-probs where the update or the gate needs them.
-    needs_scores = method.gate == "compat" or method.update == "clipped"
-    texts = [prompt_texts[g] for g, _ in flat]
-    responses = [peer.texts[g][i] for g, i in flat]
-    eos = [not peer.truncated[g][i] for g, i in flat]
-    if needs_scores and flat:
-        p_ids, r_ids, old_logps, recv_mean = score_peer_responses(
-            receiver, texts, responses, eos, scoring.temperature, scoring.micro_batch, world
-        )
-    else:
-        pairs = [retokenize(receiver, t, r, e) for t, r, e in zip(texts, responses, eos, strict=True)]
-        p_ids = [p for p, _ in pairs]
-        r_ids = [r for _, r in pairs]
-        old_logps = [[0.0] * len(r) for r in r_ids]
-        recv_mean = torch.zeros(len(flat))
-    src_mean = torch.tensor([peer.mean_logprob(g, i) for g, i in flat], dtype=torch.float32)
-
-    # Weights (Eqs. 7-8, 11).
-    if method.gate == "compat" and flat:
-        s, weights = compatibility(recv_mean.float(), src_mean, method.delta, method.cap)
-        if method.admission == "random":
-            weights = random_admission(s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap)
-        stats.s_values = s.tolist()
-    else:
-        weights = torch.ones(len(flat))
-
-    # Advantages.
-    own_adv = own.advantages.clone()
-    peer_adv = peer.advantages.clone()
-    if method.advantage == "pooled":
-        own_adv, peer_adv = pooled_advantages(own.rewards, peer.rewards)
-    elif method.advantage == "hacpo":
-        own_adv, peer_adv = hacpo_advantages(own.rewards, peer.rewards, omega_own_peer)
-        peer_adv = peer_adv * selected.unsqueeze(-1)
+    scored = _score(method, receiver, peer, flat, prompt_texts, scoring, world)
+    weights = _weights(method, scored, generator, stats)
+    own_adv, peer_adv = _advantages(method, own, peer, selected, omega_own_peer)
 
     peer_rows: dict[int, list[Row]] = {}
     for j, (g, i) in enumerate(flat):
@@ -223,13 +182,13 @@ def build_groups(
         stats.correct_admitted += correct
         stats.weights.append(w)
         row = Row(
-            p_ids[j],
-            r_ids[j],
-            old_logps[j],
+            scored.prompt_ids[j],
+            scored.response_ids[j],
+            scored.old_logps[j],
             float(peer_adv[g, i]),
             weight=w,
             is_peer=True,
-            src_mean_ll=float(src_mean[j]),
+            src_mean_ll=float(scored.src_mean[j]),
             nll_only=method.update == "nll",
         )
         peer_rows.setdefault(g, []).append(row)
@@ -237,11 +196,86 @@ def build_groups(
     groups = []
     for g in range(len(own.prompt_ids)):
         grafted = bool(attach[g]) and g in sent
-        own_rows = (
-            [own_row(g, i, float(own_adv[g, i])) for i in range(own.n)] if (method.keep_own or not grafted) else []
-        )
+        keep = method.keep_own or not grafted
+        own_rows = [own_row(g, i, float(own_adv[g, i])) for i in range(own.n)] if keep else []
         groups.append(Group(g, own_rows + peer_rows.get(g, []), grafted))
     return [grp for grp in groups if grp.rows], stats
+
+
+def _sent_responses(
+    method: Method, peer: StepRecords, attach: torch.Tensor, generator: torch.Generator
+) -> dict[int, list[int]]:
+    """Which of the peer's responses are sent, per prompt: the whole group, its successes, or one success."""
+    if method.transfer == "one_success":
+        choice = sample_one_success(peer.rewards, attach, generator)
+        return {g: [int(choice[g])] for g in range(len(choice)) if choice[g] >= 0}
+    sent = {}
+    for g in attach.nonzero().flatten().tolist():
+        rows = range(peer.n)
+        sent[g] = [i for i in rows if peer.rewards[g, i] > 0] if method.transfer == "success_only" else list(rows)
+    return sent
+
+
+@dataclass
+class _Scored:
+    """Transferred responses under the receiver's tokenization, with its behaviour-policy log-probs."""
+
+    prompt_ids: list[list[int]]
+    response_ids: list[list[int]]
+    old_logps: list[list[float]]
+    recv_mean: torch.Tensor
+    """Receiver's mean token log-likelihood of each response (Eq. 6)."""
+    src_mean: torch.Tensor
+    """Source's mean generation log-prob of each response (Eq. 6 under its own tokenization)."""
+
+
+def _score(
+    method: Method,
+    receiver: Policy,
+    peer: StepRecords,
+    flat: list[tuple[int, int]],
+    prompt_texts: list[str],
+    scoring: ScoringSettings,
+    world: World,
+) -> _Scored:
+    """Re-tokenize the sent responses for the receiver and, where the gate or the update needs them, score them
+    with one forward pass of its behaviour policy."""
+    texts = [prompt_texts[g] for g, _ in flat]
+    responses = [peer.texts[g][i] for g, i in flat]
+    eos = [not peer.truncated[g][i] for g, i in flat]
+    src_mean = torch.tensor([peer.mean_logprob(g, i) for g, i in flat], dtype=torch.float32)
+    if (method.gate == "compat" or method.update == "clipped") and flat:
+        p_ids, r_ids, old_logps, recv_mean = score_peer_responses(
+            receiver, texts, responses, eos, scoring.temperature, scoring.micro_batch, world
+        )
+        return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean)
+    pairs = [retokenize(receiver, t, r, e) for t, r, e in zip(texts, responses, eos, strict=True)]
+    r_ids = [r for _, r in pairs]
+    return _Scored([p for p, _ in pairs], r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean)
+
+
+def _weights(method: Method, scored: _Scored, generator: torch.Generator, stats: ExchangeStats) -> torch.Tensor:
+    """The weight of each sent response (Eqs. 7-8, 11): the compatibility gate, random admission, or 1."""
+    if method.gate != "compat" or not len(scored.src_mean):
+        return torch.ones(len(scored.src_mean))
+    s, weights = compatibility(scored.recv_mean.float(), scored.src_mean, method.delta, method.cap)
+    if method.admission == "random":
+        weights = random_admission(s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap)
+    stats.s_values = s.tolist()
+    return weights
+
+
+def _advantages(
+    method: Method, own: StepRecords, peer: StepRecords, selected: torch.Tensor, omega_own_peer: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Own and peer advantages [G, n]: each source's own GRPO advantages (Eq. 1), pooled groups (Eq. 12) or
+    HACPO's capability-weighted ones (zero for peers off the selection)."""
+    if method.advantage == "pooled":
+        return pooled_advantages(own.rewards, peer.rewards)
+    if method.advantage == "hacpo":
+        own_adv, peer_adv = hacpo_advantages(own.rewards, peer.rewards, omega_own_peer)
+        return own_adv, peer_adv * selected.unsqueeze(-1)
+    return own.advantages.clone(), peer.advantages.clone()
 
 
 def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:

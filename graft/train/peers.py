@@ -53,13 +53,13 @@ class LivePair:
     def views(
         self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]
     ) -> dict[str, PeerView]:
-        a, b = (lr.name for lr in learners)
+        a, b = (learner.name for learner in learners)
         k = {name: success_counts(rec.rewards) for name, rec in records.items()}
         directions = [(a, b), (b, a)]
         selected, counts = select_prompts(
             self.method, k, self.method.n, directions, generator(self.seed, "select", step)
         )
-        capability = {lr.name: lr.capability.value for lr in learners}
+        capability = {learner.name: learner.capability.value for learner in learners}
         return {
             recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capability[src])
             for src, recv in directions

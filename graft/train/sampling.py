@@ -31,14 +31,18 @@ def grade_in_shares(grader: Grader, world: World, texts: list[str], answers: lis
 
 
 def _sample_and_grade(
-    lr: Learner, step: int, batch: list[Problem], n: int, seed: int, grader: Grader, world: World
+    learner: Learner, step: int, batch: list[Problem], n: int, seed: int, grader: Grader, world: World
 ) -> tuple[list[list[Sample]], Grades, dict]:
     mine = world.share(batch)
-    prompts = [lr.policy.encode(lr.policy.prompt_text(p.problem)) for p in mine]
+    prompts = [learner.policy.encode(learner.policy.prompt_text(p.problem)) for p in mine]
     # By the model's name, not its position: a replay run of one model draws the samples it drew when
     # co-trained with the same seed (and process count).
     t0 = time.perf_counter()
-    samples = lr.rollout.generate(prompts, n, seed=derive(seed, "rollout", step, lr.name, world.rank)) if mine else []
+    samples = (
+        learner.rollout.generate(prompts, n, seed=derive(seed, "rollout", step, learner.name, world.rank))
+        if mine
+        else []
+    )
     t1 = time.perf_counter()
     grades = grader.grade([s.text for group in samples for s in group], [p.answer for p in mine for _ in range(n)])
     timings = {"rollout_s": t1 - t0, "reward_s": time.perf_counter() - t1}
@@ -52,13 +56,13 @@ def _sample_and_grade(
 
 
 def rollout_step(
-    lr: Learner, step: int, batch: list[Problem], *, n: int, seed: int, grader: Grader, world: World
+    learner: Learner, step: int, batch: list[Problem], *, n: int, seed: int, grader: Grader, world: World
 ) -> tuple[StepRecords, dict]:
     """The learner's step records (GRPO advantages on its own groups, Eq. 1) and its rollout metrics."""
-    samples, grades, timings = _sample_and_grade(lr, step, batch, n, seed, grader, world)
+    samples, grades, timings = _sample_and_grade(learner, step, batch, n, seed, grader, world)
     rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), n)
     records = StepRecords(
-        model=lr.name,
+        model=learner.name,
         step=step,
         prompt_ids=[p.id for p in batch],
         texts=[[s.text for s in group] for group in samples],

@@ -60,27 +60,27 @@ class Trainer:
             for i in batch_indices(step, self.cfg.train.prompts_per_step, len(self.problems), self.req.seed)
         ]
         records, infos = {}, {}
-        for lr in self.learners:
-            records[lr.name], infos[lr.name] = rollout_step(
-                lr, step, batch, n=self.method.n, seed=self.req.seed, grader=self.grader, world=self.world
+        for learner in self.learners:
+            records[learner.name], infos[learner.name] = rollout_step(
+                learner, step, batch, n=self.method.n, seed=self.req.seed, grader=self.grader, world=self.world
             )
             if self.world.is_main:
-                write_step(records[lr.name], self.run_dir.trajectories(lr.name))
-            lr.capability.update(infos[lr.name]["reward_mean"])
+                write_step(records[learner.name], self.run_dir.trajectories(learner.name))
+            learner.capability.update(infos[learner.name]["reward_mean"])
         views = self.peer.views(step, batch, records, self.learners)
         rows = []
-        for lr in self.learners:
-            view, info = views.get(lr.name), infos[lr.name]
+        for learner in self.learners:
+            view, info = views.get(learner.name), infos[learner.name]
             info.update(view.metrics if view else {})
             t0 = time.perf_counter()
-            groups, exchange_info = self._receive(lr, step, batch, records[lr.name], view)
+            groups, exchange_info = self._receive(learner, step, batch, records[learner.name], view)
             info["scoring_s"] = time.perf_counter() - t0
             info.update(exchange_info)
             t0 = time.perf_counter()
-            omega = capability_ratio(view.capability, lr.capability.value) if self._hacpo(view) else 1.0
-            info.update(self._update(lr, groups, step, omega))
+            omega = capability_ratio(view.capability, learner.capability.value) if self._hacpo(view) else 1.0
+            info.update(self._update(learner, groups, step, omega))
             info["update_s"] = time.perf_counter() - t0
-            rows.append({"step": step, "model": lr.name, **info})
+            rows.append({"step": step, "model": learner.name, **info})
         step_time = time.perf_counter() - t_step
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return [{**row, "step_time_s": step_time, "gpu_hours": step_time * gpus / 3600} for row in rows]
@@ -89,20 +89,20 @@ class Trainer:
         return view is not None and self.method.update == "hacpo"
 
     def _receive(
-        self, lr: Learner, step: int, batch: list[Problem], own: StepRecords, view: PeerView | None
+        self, learner: Learner, step: int, batch: list[Problem], own: StepRecords, view: PeerView | None
     ) -> tuple[list[Group], dict]:
         """The receiver's training groups (its own, with the peer's where the method transfers them) and the
         exchange's metrics."""
         groups, ex = build_groups(
             self.method,
-            lr.policy,
+            learner.policy,
             own,
             view.records if view else None,
             selected=view.selected if view else None,
-            prompt_texts=[lr.policy.prompt_text(p.problem) for p in batch],
-            generator=generator(self.req.seed, "admit", step, lr.name),
+            prompt_texts=[learner.policy.prompt_text(p.problem) for p in batch],
+            generator=generator(self.req.seed, "admit", step, learner.name),
             scoring=ScoringSettings(self.cfg.train.temperature, self.cfg.train.micro_batch),
-            omega_own_peer=capability_ratio(lr.capability.value, view.capability) if self._hacpo(view) else 1.0,
+            omega_own_peer=capability_ratio(learner.capability.value, view.capability) if self._hacpo(view) else 1.0,
             world=self.world,
         )
         info = {"candidates": view.candidates if view else 0, **ex.metrics()}
@@ -113,11 +113,11 @@ class Trainer:
             info["peer_solved_all_fail"] = int((own_fail & (success_counts(view.records.rewards) > 0)).sum())
         return groups, info
 
-    def _update(self, lr: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
+    def _update(self, learner: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
         """The step's optimizer updates, one per minibatch of whole groups, in the method's order (peer-last)."""
         grafted = torch.tensor([g.grafted for g in groups], dtype=torch.bool)
         num = self.method.minibatches or self.cfg.train.minibatches
-        order = minibatch_order(grafted, num, self.method.order, generator(self.req.seed, "order", step, lr.name))
+        order = minibatch_order(grafted, num, self.method.order, generator(self.req.seed, "order", step, learner.name))
         settings = UpdateSettings.from_train(self.cfg.train)
         totals, peer_positions = UpdateTotals(), []
         for m, chunk in enumerate(order):
@@ -128,18 +128,18 @@ class Trainer:
             totals.add(
                 minibatch_update(
                     self.method,
-                    lr.policy,
-                    lr.optimizer,
+                    learner.policy,
+                    learner.optimizer,
                     rows,
                     settings=settings,
                     update_index=m,
-                    ref_model=lr.ref_model,
+                    ref_model=learner.ref_model,
                     omega_src_learner=omega_src_learner,
                     world=self.world,
                 )
             )
-        if lr.separate_rollout:
-            lr.rollout.load_weights(full_state_dict(lr.policy.model, self.world))
+        if learner.separate_rollout:
+            learner.rollout.load_weights(full_state_dict(learner.policy.model, self.world))
         updates = max(len(order), 1)
         fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
         return {
@@ -185,7 +185,7 @@ class Trainer:
         if main:
             run.run_json.write_text(json.dumps(meta, indent=2) + "\n")
         every = self.cfg.train.checkpoint_every
-        dtypes = {lr.name: self.cfg.models[lr.name].dtype for lr in self.learners}
+        dtypes = {learner.name: self.cfg.models[learner.name].dtype for learner in self.learners}
         try:
             for step in range(self.start_step, self.req.steps):
                 rows = self.step(step)

@@ -182,6 +182,29 @@ class UpdateTotals:
             self.nll = (self.nll or 0.0) + other.nll
 
 
+def _accumulate_nll(method: Method, policy: Policy, rows: list[Row], settings: UpdateSettings, world: World) -> float:
+    """Backward of SGT's supervised term (token-mean NLL per response, averaged over responses, times
+    ``nll_coef``) over this process's share of ``rows``; returns this process's share of the mean NLL."""
+    total = max(sum(1 for r in rows if r.response_ids), 1)
+
+    def loss(chunk):
+        logp, mask = response_logprobs(
+            policy.model,
+            [r.prompt_ids for r in chunk],
+            [r.response_ids for r in chunk],
+            policy.pad_token_id,
+            settings.temperature,
+        )
+        nll = sgt_nll(logp, mask)
+        return method.nll_coef * nll, {"nll": nll.detach()}
+
+    def share(chunk):
+        return sum(1 for r in chunk if r.response_ids) / total
+
+    budget = (settings.micro_batch, settings.micro_batch_tokens)
+    return sum(float(stats["nll"]) * stats["share"] for stats in _accumulate(rows, world, *budget, loss, share))
+
+
 def minibatch_update(
     method: Method,
     policy: Policy,
@@ -222,24 +245,7 @@ def minibatch_update(
                 sums[f"clipped_tokens_{side}"] += float(stats[f"clip_frac_{side}"]) * n
                 sums[f"tokens_{side}"] += n
     if nll_rows:
-        total_nll = max(sum(1 for r in nll_rows if r.response_ids), 1)
-
-        def nll_loss(chunk):
-            logp, mask = response_logprobs(
-                policy.model,
-                [r.prompt_ids for r in chunk],
-                [r.response_ids for r in chunk],
-                policy.pad_token_id,
-                temperature,
-            )
-            nll = sgt_nll(logp, mask)
-            return method.nll_coef * nll, {"nll": nll.detach()}
-
-        def nll_share(chunk):
-            return sum(1 for r in chunk if r.response_ids) / total_nll
-
-        for stats in _accumulate(nll_rows, world, *budget, nll_loss, nll_share):
-            sums["nll"] += float(stats["nll"]) * stats["share"]
+        sums["nll"] = _accumulate_nll(method, policy, nll_rows, settings, world)
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), settings.grad_clip)
     if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over all shards
         grad_norm = grad_norm.full_tensor()

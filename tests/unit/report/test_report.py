@@ -7,11 +7,11 @@ import csv
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from graft.cli import main
-from graft.report.load import collect
 from graft.report.stats import paired_bootstrap
 from graft.report.tables import ReportContext, table1, table2, table_clipping, table_selection
 
@@ -78,7 +78,13 @@ def tree(tmp_path):
 
 
 def context(root: Path) -> ReportContext:
-    return ReportContext(collect(root), ["A", "B"], {"P": ["A", "B"]}, {"A": "smollm3", "B": "qwen3"}, list(BENCH))
+    return ReportContext.from_results(root, ["A", "B"], {"P": ["A", "B"]}, {"A": "smollm3", "B": "qwen3"}, list(BENCH))
+
+
+def markdown_rows(table) -> list[list[str]]:
+    """The body rows of a table's Markdown rendering, cell by cell."""
+    lines = [line for line in table.markdown().splitlines() if line.startswith("|")][2:]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
 def row(table, *prefix):
@@ -102,7 +108,7 @@ def test_table1_cells(tree):
     hacpo = row(t, "A", "B", "HACPO")
     assert hacpo[3:8] == [None, None, None, None, None]  # missing, not zero
     assert hacpo[8] == pytest.approx(31.51)
-    assert "—" in t.markdown() and "| A | B | HACPO | — | — | — |" in t.markdown()
+    assert ["A", "B", "HACPO", "—", "—", "—"] in [r[:6] for r in markdown_rows(t)]
     csv_rows = list(csv.reader(t.csv().splitlines()))
     assert csv_rows[0] == t.header and "" in csv_rows[[r[2] for r in csv_rows].index("HACPO")]
     assert r"\begin{tabular}" in t.latex() and r"$\pm$" in t.latex()
@@ -110,8 +116,9 @@ def test_table1_cells(tree):
 
 def test_selection_rules_and_table(tree):
     ctx = context(tree)
-    run = ctx.runs[("grpo_n8", "A", 0, "A")]
-    assert run.select("test_best").step == 10 and run.select("val_best").step == 5 and run.select("final").step == 10
+    for rule, step in (("test_best", 10), ("val_best", 5), ("final", 10)):
+        sel = ctx.selected(rule)
+        assert sel[(sel.method == "grpo_n8") & (sel.model == "A") & (sel.seed == 0)].step.tolist() == [step]
     t = table_selection(ctx)
     r = row(t, "grpo_n8", "A", "A")
     assert r[3] == pytest.approx(37.5) and r[4] == pytest.approx((12.5 + 50) / 2) and r[5] == pytest.approx(37.5)
@@ -126,7 +133,7 @@ def test_table2_and_clipping(tree):
     no_gate = row(t2, "w/o compat. gate")
     assert no_gate[2] is None and no_gate[3] is None and no_gate[4] == pytest.approx(28.70)
     assert no_gate[5] == pytest.approx(28.70 - 37.06)
-    clip = table_clipping(ctx, tree, [0])
+    clip = table_clipping(ctx, [0])
     graft_a = row(clip, "GRAFT", "A")
     assert graft_a[2] == pytest.approx(10.0) and graft_a[3] == pytest.approx(30.0)
     assert row(clip, "GRAFT", "B")[3] is None and row(clip, "peer first", "A")[2] is None
@@ -134,8 +141,25 @@ def test_table2_and_clipping(tree):
 
 def test_paired_bootstrap_of_identical_runs_is_zero(tree):
     ctx = context(tree)
-    points = [ctx.runs[("graft", "P", 0, "A")].select("test_best")]
-    assert paired_bootstrap(points, points) == (0.0, 0.0)
+    cell = ctx.cell("graft", "P", "A")
+    assert ctx.bootstrap(cell, cell) == (0.0, 0.0)
+
+
+def test_paired_bootstrap_by_hand():
+    """Two cells on one benchmark of two problems: a solves problem p0 always, b never; p1 both half the time.
+    The paired differences are {100, 0}: resamples give 0, 50 or 100 with probabilities 1/4, 1/2, 1/4."""
+    rows = []
+    for method, p0 in (("a", 1), ("b", 0)):
+        rows += [(method, "P", 0, "A", 5, "b1", "p0", i, p0) for i in range(2)]
+        rows += [(method, "P", 0, "A", 5, "b1", "p1", i, i % 2) for i in range(2)]
+    samples = pd.DataFrame(
+        rows, columns=["method", "cell", "seed", "model", "step", "benchmark", "problem", "sample", "correct"]
+    )
+    pick = lambda m: pd.DataFrame([(m, "P", 0, "A", 5)], columns=["method", "cell", "seed", "model", "step"])  # noqa: E731
+    low, high = paired_bootstrap(samples, pick("a"), pick("b"), resamples=4000)
+    assert (low, high) == (0.0, 100.0)
+    assert paired_bootstrap(samples, pick("a"), pick("a")) == (0.0, 0.0)
+    assert paired_bootstrap(samples, pick("a"), pick("a").iloc[0:0]) is None
 
 
 def test_report_cli_writes_tables_and_figures(tree, tmp_path):

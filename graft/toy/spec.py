@@ -1,0 +1,41 @@
+"""How the embedded default's toy world is built: the ``toy:`` section of the config (graft.config reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class ToyModelSpec:
+    """How one toy model is built and warmed up (DESIGN.md section 7)."""
+
+    arch: Literal["smollm3", "qwen3", "gpt2"]
+    pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    mix: dict[str, float]
+    """Share of each task family in the warm-up examples: the model's skill profile."""
+    steps: int
+    """Warm-up optimizer steps."""
+    lr: float = 3e-3
+    batch_size: int = 64
+    examples: int = 3000
+    """Distinct warm-up problems drawn from the train split according to ``mix``."""
+
+
+@dataclass(frozen=True)
+class ToySpec:
+    """The synthetic task and the tiny models of the embedded default."""
+
+    models: dict[str, ToyModelSpec]
+    seed: int = 0
+    test_per_family: int = 64
+    """Problems per family in the test split (the toy's benchmarks)."""
+    validation_per_family: int = 16
+    train_per_family: int = 400
+    """RL prompts per family, drawn from the train split."""
+    level2_share: float = 0.0
+    """Share of every split drawn from the harder level 2 (more digits)."""
