@@ -261,6 +261,11 @@ class RunConfig:
                     raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
                 if toy.hidden % toy.heads:
                     raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
+                for family, rate in toy.slip.items():
+                    if family not in FAMILIES:
+                        raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; families: {FAMILIES}")
+                    if not 0.0 <= rate <= 1.0:
+                        raise ConfigError(f"toy.models.{name}.slip.{family}: {rate} is not allowed; expected 0 to 1")
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

@@ -11,9 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
-from graft.report.figures import figure1, figure3a, figure3b
+from graft.report.figures import figure1, figure3a, figure3b, figure_dynamics
 from graft.report.table import Table
-from graft.report.tables import ReportContext, table1, table2, table_clipping, table_selection, table_stored
+from graft.report.tables import (
+    ReportContext,
+    table1,
+    table2,
+    table_clipping,
+    table_selection,
+    table_stored,
+    table_transfers,
+)
 from graft.results import write_text
 
 TABLE_FORMATS = ("md", "csv", "tex")
@@ -35,6 +43,7 @@ TABLES = (
     Job("table_stored", False, lambda ctx, seeds: table_stored(ctx)),
     Job("table_selection", False, lambda ctx, seeds: table_selection(ctx)),
     Job("table_clipping", True, table_clipping),
+    Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.pair_methods, seeds)),
 )
 # make(ctx, seed, path): a figure of one run per cell, the config's first main seed
 FIGURES = (
@@ -51,7 +60,17 @@ class ReportOutputs:
     figures: list[Path]
 
 
+def _dynamics(method: str, pair: str) -> Job:
+    return Job(
+        f"dynamics_{method}_{pair}", True, lambda ctx, seed, path: figure_dynamics(ctx, method, pair, seed, path)
+    )
+
+
 def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
+    """The jobs this config has data for; figures add one training-dynamics figure per co-training cell
+    (pair method x pair, at the first main seed)."""
+    if jobs is FIGURES:
+        jobs = jobs + tuple(_dynamics(m, p) for m in config.workflow.pair_methods for p in config.pairs)
     return [job for job in jobs if config.pairs or not job.needs_pairs]
 
 
@@ -75,6 +94,7 @@ def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
         config.report.paper_models,
         benchmarks,
         config.report.selection,
+        pair_methods=list(config.workflow.pair_methods),
     )
     seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
     summary = []

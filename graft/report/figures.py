@@ -145,3 +145,43 @@ def figure3b(ctx: ReportContext, out: Path) -> Path:
     ax.set_title("Figure 3b: stored vs online gains")
     ax.legend(fontsize=7)
     return _save(fig, out)
+
+
+DYNAMICS = (
+    ("reward_mean", "training reward (T = 1)"),
+    ("all_fail_frac", "all-fail fraction of prompts"),
+    (("candidates", "selected"), "candidates (solid) / selected (dashed)"),
+    (("gate_pass_rate_correct", "gate_pass_rate_wrong"), "gate pass: correct (solid) / wrong (dashed)"),
+    ("admitted", "admitted peer responses"),
+    (("clip_frac_own", "clip_frac_peer"), "clipped tokens: own (solid) / peer (dashed)"),
+)
+
+
+def figure_dynamics(ctx: ReportContext, method: str, pair: str, seed: int, out: Path) -> Path:
+    """The mechanism of one co-training cell, by step and receiving model: rewards, all-fail prompts,
+    candidates and selections, the gate's pass rates for correct and wrong peer responses, admitted responses
+    and clipped-token fractions."""
+    rows = ctx.metrics(method, pair, [seed])
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6), squeeze=False)
+    for ax, (columns, title) in zip(axes.flat, DYNAMICS, strict=True):
+        for i, model in enumerate(ctx.pairs.get(pair, [])):
+            mine = rows[rows.model == model].sort_values("step") if len(rows) else rows
+            color = f"C{i}"
+            for column, style in zip((columns,) if isinstance(columns, str) else columns, ("-", "--"), strict=False):
+                if column in mine and mine[column].notna().any():
+                    ax.plot(
+                        mine["step"],
+                        mine[column],
+                        style,
+                        color=color,
+                        label=f"{model} receives" if style == "-" else None,
+                    )
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no metrics", ha="center", transform=ax.transAxes)
+    fig.suptitle(f"Training dynamics: {method} on {pair} (seed {seed})")
+    fig.tight_layout()
+    return _save(fig, out)

@@ -26,6 +26,8 @@ class ReportContext:
     paper_models: dict[str, str]
     benchmarks: list[str]
     rule: str = "test_best"
+    pair_methods: list[str] = field(default_factory=lambda: ["graft"])
+    """The co-training methods of the workflow (transfer table)."""
     checkpoints: pd.DataFrame = field(init=False)
     _selected: dict[str, pd.DataFrame] = field(init=False, default_factory=dict)
 
@@ -197,3 +199,43 @@ def table_clipping(ctx: ReportContext, seeds: list[int]) -> Table:
             rows.append([PRESETS[method].label, model, *means])
     caption = f"Clipped-token fractions by peer minibatch position ({pair_name}, appendix H)"
     return Table.from_rows("table_clipping", caption, header, rows)
+
+
+def table_transfers(ctx: ReportContext, methods: list[str], seeds: list[int]) -> Table:
+    """One line per direction of every co-training cell: peer responses transferred and admitted over the run
+    (per seed), and how many of the admitted ones were correct."""
+    header = ["method", "pair", "receiver", "seeds", "transferred", "admitted", "admitted correct (%)"]
+    header += ["gate pass correct (%)", "gate pass wrong (%)"]
+    rows = []
+    for method in methods:
+        for pair, members in ctx.pairs.items():
+            metrics = ctx.metrics(method, pair, seeds)
+            for model in members:
+                mine = metrics[metrics.model == model] if "model" in metrics else metrics
+                runs = mine.seed.nunique() if "seed" in mine else 0
+                total = {c: float(mine[c].sum()) if c in mine else 0.0 for c in _TRANSFER_COUNTS}
+                rows.append(
+                    [
+                        PRESETS[method].label,
+                        pair,
+                        model,
+                        runs,
+                        total["transferred"] / runs if runs else None,
+                        total["admitted"] / runs if runs else None,
+                        _percent(total["correct_admitted"], total["admitted"]),
+                        _percent(total["correct_admitted"], total["correct_transferred"]),
+                        _percent(
+                            total["admitted"] - total["correct_admitted"],
+                            total["transferred"] - total["correct_transferred"],
+                        ),
+                    ]
+                )
+    caption = "Transfers per direction over a run (mean over seeds): admitted responses and the share correct"
+    return Table.from_rows("table_transfers", caption, header, rows)
+
+
+_TRANSFER_COUNTS = ("transferred", "admitted", "correct_transferred", "correct_admitted")
+
+
+def _percent(part: float, whole: float) -> float | None:
+    return 100.0 * part / whole if whole else None

@@ -13,9 +13,10 @@ from graft.config import ModelSpec, RunConfig
 from graft.engine.policy import Policy
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
+from graft.seeding import derive
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.spec import ToyModelSpec, ToySpec
-from graft.toy.task import FAMILIES, ToyProblem, make_splits
+from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
 from graft.toy.warmup import warm_up
 
 
@@ -51,15 +52,24 @@ def read_problems(path: Path) -> list[ToyProblem]:
     return [ToyProblem(**json.loads(line)) for line in path.read_text().splitlines() if line]
 
 
-def warmup_examples(warmup: list[ToyProblem], spec: ToyModelSpec, seed: int) -> list[tuple[str, str]]:
+SLIP_VARIANTS = 8
+
+
+def warmup_examples(name: str, warmup: list[ToyProblem], spec: ToyModelSpec, seed: int) -> list[tuple[str, str]]:
     """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``."""
     rng = random.Random(seed)
+    slips = random.Random(derive(seed, "warmup_slips", name))
+    # With slips, every problem comes in SLIP_VARIANTS independently slipped versions (the same count for every
+    # family, so the mix holds): a model cannot memorise which problems slip, and learns the rate instead.
+    variants = SLIP_VARIANTS if any(rate > 0 for rate in spec.slip.values()) else 1
     total = sum(spec.mix.values())
     out = []
     for family in FAMILIES:
         pool = [p for p in warmup if p.family == family]
         count = min(len(pool), round(spec.examples * spec.mix.get(family, 0.0) / total))
-        out += [(p.problem, p.solution) for p in rng.sample(pool, count)]
+        rate = spec.slip.get(family, 0.0)
+        for p in rng.sample(pool, count):
+            out += [(p.problem, slipped_solution(p, rate, slips) if rate > 0 else p.solution) for _ in range(variants)]
     rng.shuffle(out)
     return out
 
@@ -70,7 +80,7 @@ def build_toy_model(
     """Tokenizer trained from scratch on this model's warm-up text, a fresh model, the warm-up; saved atomically
     with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses, seconds)."""
     start = time.perf_counter()
-    examples = warmup_examples(warmup, spec, seed)
+    examples = warmup_examples(name, warmup, spec, seed)
     template = model_spec.template
     texts = [template.replace("{problem}", problem) + solution for problem, solution in examples]
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)

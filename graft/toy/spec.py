@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 
@@ -24,6 +24,10 @@ class ToyModelSpec:
     batch_size: int = 64
     examples: int = 3000
     """Distinct warm-up problems drawn from the train split according to ``mix``."""
+    slip: dict[str, float] = field(default_factory=dict)
+    """Per family, the probability that each slip point (a carry, a borrow...) of a warm-up solution is slipped:
+    the model learns the procedure as one that has half-learned it, and samples right about as often as its
+    warm-up solutions are (a calibrated model, not an over-confident one). Families not named: 0."""
 
 
 @dataclass(frozen=True)

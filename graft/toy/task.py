@@ -42,70 +42,124 @@ def _digits(x: int) -> list[int]:
     return [int(c) for c in reversed(str(x))]
 
 
-def solve_add(a: int, b: int) -> str:
+def _never() -> bool:
+    return False
+
+
+def _number(columns: list[int]) -> int:
+    """The integer whose columns (least significant first) hold these values; the last may exceed 9."""
+    return sum(v * 10**i for i, v in enumerate(columns))
+
+
+def solve_add(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
+    """Column addition; ``slip()`` is asked at every incoming carry and, when True, the carry is forgotten."""
     da, db = _digits(a), _digits(b)
-    steps, carry = [], 0
-    for i in range(max(len(da), len(db))):
+    steps, columns, carry = [], [], 0
+    width = max(len(da), len(db))
+    for i in range(width):
+        if carry and slip():
+            carry = 0
         terms = [d[i] for d in (da, db) if i < len(d)] + ([carry] if carry else [])
         total = sum(terms)
         steps.append("+".join(map(str, terms)) + f" = {total}")
+        columns.append(total if i == width - 1 else total % 10)
         carry = total // 10
-    return f"{a}+{b}: " + ", ".join(steps) + f", so \\boxed{{{a + b}}}"
+    return f"{a}+{b}: " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
-def solve_sub(a: int, b: int) -> str:
+def solve_sub(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
+    """Column subtraction; ``slip()`` is asked at every pending borrow and, when True, the borrow is forgotten."""
     da, db = _digits(a), _digits(b)
-    steps, borrow = [], 0
+    steps, columns, borrow = [], [], 0
     for i, top in enumerate(da):
+        if borrow and slip():
+            borrow = 0
         bottom = db[i] if i < len(db) else 0
         if i >= len(db) and borrow == 0:
-            break  # the remaining digits are copied down
+            columns += da[i:]  # the remaining digits are copied down
+            break
         need = bottom + borrow
         terms = f"{top}" + (f"-{borrow}" if borrow else "") + f"-{bottom}"
         if top < need:
             steps.append(f"1{terms} = {top + 10 - need}")
+            columns.append(top + 10 - need)
             borrow = 1
         else:
             steps.append(f"{terms} = {top - need}")
+            columns.append(top - need)
             borrow = 0
-    return f"{a}-{b}: " + ", ".join(steps) + f", so \\boxed{{{a - b}}}"
+    return f"{a}-{b}: " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
-def solve_mul(a: int, b: int) -> str:
-    steps, carry = [], 0
-    for d in _digits(b):
+def solve_mul(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
+    """One digit times many; ``slip()`` is asked at every carry and, when True, the carry is forgotten."""
+    steps, columns, carry = [], [], 0
+    digits = _digits(b)
+    for i, d in enumerate(digits):
+        if carry and slip():
+            carry = 0
         product = a * d
         value = product + carry
         step = f"{a}*{d} = {product}" + (f", {product}+{carry} = {value}" if carry else "")
+        columns.append(value if i == len(digits) - 1 else value % 10)
         carry = value // 10
         steps.append(step)
-    return f"{a}*{b}: " + ", ".join(steps) + f", so \\boxed{{{a * b}}}"
+    return f"{a}*{b}: " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
-def solve_div(a: int, b: int) -> str:
-    steps, rest = [], 0
+def solve_div(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
+    """Long division; ``slip()`` is asked at every non-zero remainder and, when True, it is not carried into
+    the next digit."""
+    steps, quotient, rest = [], [], 0
     digits = str(a)
     started = False
     for i, c in enumerate(digits):
+        if started and rest and slip():
+            rest = 0
         rest = rest * 10 + int(c)
         if not started and rest < b and i < len(digits) - 1:
             continue
         started = True
         q, r = divmod(rest, b)
         steps.append(f"{rest}/{b} = {q} r {r}")
+        quotient.append(str(q))
         rest = r
-    return f"{a}/{b}: " + ", ".join(steps) + f", so \\boxed{{{a // b}}}"
+    return f"{a}/{b}: " + ", ".join(steps) + f", so \\boxed{{{int(''.join(quotient))}}}"
 
 
-def solve_mul2(a: int, b: int) -> str:
+def solve_mul2(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
+    """Two-digit products by distribution; ``slip()`` is asked once and, when True, the last partial product is
+    left out of the sum."""
     ta, ua, tb, ub = (a // 10) * 10, a % 10, (b // 10) * 10, b % 10
     terms = [(ta, tb), (ta, ub), (ua, tb), (ua, ub)]
     steps = [f"{x}*{y} = {x * y}" for x, y in terms]
-    total = "+".join(str(x * y) for x, y in terms)
-    return f"{a}*{b}: " + ", ".join(steps) + f", {total} = {a * b}, so \\boxed{{{a * b}}}"
+    summed = terms[:3] if slip() else terms
+    total = "+".join(str(x * y) for x, y in summed)
+    value = sum(x * y for x, y in summed)
+    return f"{a}*{b}: " + ", ".join(steps) + f", {total} = {value}, so \\boxed{{{value}}}"
+
+
+def slip_points(family: str, operands: tuple[int, ...]) -> int:
+    """How many steps of the solution could slip (carries, borrows, carried remainders, the partial sum)."""
+    count = 0
+
+    def counting() -> bool:
+        nonlocal count
+        count += 1
+        return False
+
+    _SOLVERS[family](*operands, slip=counting)
+    return count
 
 
 def _space(family: str, level: int) -> Iterator[tuple[int, ...]]:
+    """Every operand tuple of a family at a difficulty level that has at least one slip point: every problem
+    exercises its family's step skill (a carry, a borrow, a carried remainder), so a model that slips gets it
+    wrong."""
+    return (ops for ops in _operands(family, level) if slip_points(family, ops) > 0)
+
+
+def _operands(family: str, level: int) -> Iterator[tuple[int, ...]]:
     """Every operand tuple of a family at a difficulty level."""
     if family == "add":
         lo, hi = (10, 99) if level == 1 else (100, 999)
@@ -146,6 +200,14 @@ _ANSWER: dict[str, Callable[..., int]] = {
     "div": lambda a, b: a // b,
     "mul2": lambda a, b: a * b,
 }
+
+
+def slipped_solution(problem: ToyProblem, rate: float, rng: random.Random) -> str:
+    """The problem's worked solution with each slip point (a carry, a borrow, a remainder, a partial product)
+    slipped with probability ``rate``: the procedure as a model that has half-learned it writes it, ending in the
+    answer that procedure gives. ``rate`` 0 is the correct solution."""
+    operands = tuple(int(x) for x in problem.id.split("-")[1:])
+    return _SOLVERS[problem.family](*operands, slip=lambda: rng.random() < rate)
 
 
 def make_problem(family: str, level: int, operands: tuple[int, ...]) -> ToyProblem:

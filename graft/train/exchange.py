@@ -84,6 +84,8 @@ class ExchangeStats:
         if not self.weights:
             hist.zero_()
         s = torch.tensor(self.s_values) if self.s_values else None
+        wrong_transferred = self.transferred - self.correct_transferred
+        wrong_admitted = self.admitted - self.correct_admitted
         return {
             "selected": self.selected,
             "transferred": self.transferred,
@@ -92,6 +94,9 @@ class ExchangeStats:
             "gate_pass_rate_correct": self.correct_admitted / self.correct_transferred
             if self.correct_transferred
             else None,
+            "gate_pass_rate_wrong": wrong_admitted / wrong_transferred if wrong_transferred else None,
+            "correct_transferred": self.correct_transferred,
+            "correct_admitted": self.correct_admitted,
             "s_median": float(s.median()) if s is not None else None,
             "weight_hist": [int(v) for v in hist.tolist()],
         }

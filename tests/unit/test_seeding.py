@@ -21,6 +21,7 @@ GOLDEN = [
     ("eval", (3, "math500"), 2640156262),
     ("complementarity", (3, "math500"), 2640156262),
     ("vllm_prompt", (9, 4), 9000031),
+    ("warmup_slips", (3, "math500"), 2640156263),
 ]
 
 

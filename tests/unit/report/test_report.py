@@ -221,3 +221,31 @@ def test_evaluate_a_tiny_model_on_three_problems_per_benchmark(forced_world, tmp
         assert len(bench["per_problem"]) == 3 and all(len(v) == 2 for v in bench["per_problem"].values())
     assert result["average"] == pytest.approx(sum(b["pass@1"] for b in result["benchmarks"].values()) / 5)
     assert result["k"] == 2 and result["temperature"] == 0.6 and result["step"] == 0
+
+
+def test_transfers_table_and_dynamics_figure(tmp_path):
+    from graft.report.figures import figure_dynamics
+    from graft.report.tables import table_transfers
+
+    root = tmp_path / "results"
+    write_eval(root, "graft", "P", 0, "A", 2, {"b1": [[1, 0]]}, 0.5)
+    for seed in (0, 1):
+        rows = []
+        for step in range(2):
+            rows += [
+                {"step": step, "model": "A", "transferred": 8, "admitted": 4, "correct_transferred": 4,
+                 "correct_admitted": 3, "gate_pass_rate_correct": 0.75, "gate_pass_rate_wrong": 0.25,
+                 "reward_mean": 0.5, "all_fail_frac": 0.25, "candidates": 2, "selected": 1, "clip_frac_own": 0.1,
+                 "clip_frac_peer": 0.2},
+                {"step": step, "model": "B", "transferred": 0, "admitted": 0, "correct_transferred": 0,
+                 "correct_admitted": 0, "reward_mean": 0.4},
+            ]  # fmt: skip
+            write_metrics(root, "graft", "P", seed, [r for r in rows if r["step"] <= step])
+    ctx = context(root)
+    t = table_transfers(ctx, ["graft"], [0, 1])
+    a = row(t, "GRAFT", "P", "A")
+    # two steps per seed: 16 transferred and 8 admitted per run, 6 of them correct
+    assert a[3:] == [2, 16.0, 8.0, pytest.approx(75.0), pytest.approx(75.0), pytest.approx(25.0)]
+    assert row(t, "GRAFT", "P", "B")[6:] == [None, None, None]
+    out = figure_dynamics(ctx, "graft", "P", 0, tmp_path / "dyn.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

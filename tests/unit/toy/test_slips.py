@@ -1,0 +1,48 @@
+"""Slipped solutions of the toy task: the procedure a half-trained model writes, ending in that procedure's
+answer, and the warm-up that draws them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graft.engine.reward import last_boxed
+from graft.toy.task import FAMILIES, _operands, make_problem, slip_points, slipped_solution
+
+HAND = [
+    ("add", (47, 38), "47+38: 7+8 = 15, 4+3 = 7, so \\boxed{75}"),
+    ("sub", (42, 17), "42-17: 12-7 = 5, 4-1 = 3, so \\boxed{35}"),
+    ("mul", (7, 86), "7*86: 7*6 = 42, 7*8 = 56, so \\boxed{562}"),
+    ("div", (602, 7), "602/7: 60/7 = 8 r 4, 2/7 = 0 r 2, so \\boxed{80}"),
+    ("mul2", (23, 47), "23*47: 20*40 = 800, 20*7 = 140, 3*40 = 120, 3*7 = 21, 800+140+120 = 1060, so \\boxed{1060}"),
+]
+
+
+@pytest.mark.parametrize(("family", "operands", "expected"), HAND)
+def test_every_slip_taken_by_hand(family, operands, expected):
+    assert slipped_solution(make_problem(family, 1, operands), 1.0, random.Random(0)) == expected
+
+
+problems = st.sampled_from(FAMILIES).flatmap(
+    lambda f: st.sampled_from(list(_operands(f, 1))[::37]).map(lambda ops: make_problem(f, 1, ops))
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems, st.integers(0, 1000))
+def test_no_slip_is_the_solution_and_any_slip_is_wrong(problem, seed):
+    assert slipped_solution(problem, 0.0, random.Random(seed)) == problem.solution
+    points = slip_points(problem.family, tuple(int(x) for x in problem.id.split("-")[1:]))
+    slipped = slipped_solution(problem, 1.0, random.Random(seed))
+    assert (last_boxed(slipped) == problem.answer) == (points == 0)
+
+
+def test_every_problem_of_the_task_has_a_slip_point():
+    from graft.toy.task import make_splits
+
+    splits = make_splits(0, test_per_family=5, validation_per_family=2)
+    for problem in [*splits.validation, *(p for ps in splits.test.values() for p in ps), *splits.train[::500]]:
+        assert slip_points(problem.family, tuple(int(x) for x in problem.id.split("-")[1:])) >= 1
