@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from graft.results import write_text
+
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d+:\d+:\d+ \d+)\]")
 
 
@@ -66,8 +68,7 @@ def main() -> None:
         "minutes": round(seconds / 60, 2),
         "rules": {r: {"jobs": len(v), "job_seconds": sum(v)} for r, v in by_rule.items()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_text(args.out, json.dumps(result, indent=2) + "\n")
     report = args.out.parent / "embedded_default_report"
     shutil.rmtree(report, ignore_errors=True)
     shutil.copytree(args.results / "report", report)

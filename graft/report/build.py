@@ -18,6 +18,7 @@ from graft.report.tables import (
     table1,
     table2,
     table_clipping,
+    table_findings,
     table_selection,
     table_stored,
     table_transfers,
@@ -44,6 +45,7 @@ TABLES = (
     Job("table_selection", False, lambda ctx, seeds: table_selection(ctx)),
     Job("table_clipping", True, table_clipping),
     Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.pair_methods, seeds)),
+    Job("table_findings", True, lambda ctx, seeds: table_findings(ctx)),
 )
 # make(ctx, seed, path): a figure of one run per cell, the config's first main seed
 FIGURES = (

@@ -239,3 +239,44 @@ _TRANSFER_COUNTS = ("transferred", "admitted", "correct_transferred", "correct_a
 
 def _percent(part: float, whole: float) -> float | None:
     return 100.0 * part / whole if whole else None
+
+
+# (finding, method and cell kind, baseline and cell kind): "pair", "model" or "replay" cells of the first pair
+FINDINGS = (
+    ("GRAFT above GRPO n=8", ("graft", "pair"), ("grpo_n8", "model")),
+    ("stored trajectories above GRPO n=8", ("replay", "replay"), ("grpo_n8", "model")),
+    ("w/o compatibility gate below GRAFT", ("graft_no_gate", "pair"), ("graft", "pair")),
+    ("success-only below GRAFT", ("graft_success_only", "pair"), ("graft", "pair")),
+    ("HACPO below GRAFT", ("hacpo", "pair"), ("graft", "pair")),
+    ("GRAFT against GRPO n=32", ("graft", "pair"), ("grpo_n32", "model")),
+)
+
+
+def table_findings(ctx: ReportContext) -> Table:
+    """The paper's claims on the first pair, each as ours (difference, interval) beside the paper's difference,
+    and whether the two point the same way; an interval that holds 0 does not count as agreeing."""
+    pair, members = next(iter(ctx.pairs.items()))
+    header = ["finding", "model", "ours Δ", "Δ 95% CI", "paper Δ", "same direction"]
+    rows = []
+    for finding, (method, kind), (base_method, base_kind) in FINDINGS:
+        for model in members:
+            peer = next(m for m in members if m != model)
+            cells = {"pair": pair, "model": model, "replay": replay_cell(model, peer)}
+            ours, base = ctx.cell(method, cells[kind], model), ctx.cell(base_method, cells[base_kind], model)
+            paper_delta = _delta(
+                paper_average(ctx.paper(model), method, ctx.paper(peer)),
+                paper_average(ctx.paper(model), base_method, ctx.paper(peer)),
+            )
+            delta = _delta(ours.mean, base.mean)
+            ci = ctx.bootstrap(ours, base) if delta is not None else None
+            rows.append([finding, model, delta, ci, paper_delta, _agrees(ci, paper_delta)])
+    caption = f"The paper's findings on {pair}: our difference and interval beside the paper's"
+    return Table.from_rows("table_findings", caption, header, rows)
+
+
+def _agrees(ci: tuple[float, float] | None, paper_delta: float | None) -> str | None:
+    if ci is None or paper_delta is None:
+        return None
+    if ci[0] > 0 or ci[1] < 0:
+        return "yes" if (ci[0] > 0) == (paper_delta > 0) else "no (opposite)"
+    return "no (interval holds 0)"

@@ -173,7 +173,7 @@ def test_report_cli_writes_tables_and_figures(tree, tmp_path):
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "report"
     assert main(["report", "--config", str(path), "--results", str(tree), "--out", str(out)]) == 0
-    for name in ("table1", "table2_ablations", "table_stored", "table_selection", "table_clipping"):
+    for name in ("table1", "table2_ablations", "table_stored", "table_selection", "table_clipping", "table_findings"):
         for ext in ("md", "csv", "tex"):
             assert (out / "tables" / f"{name}.{ext}").stat().st_size > 0
     for fig in ("fig1_complementarity", "fig3a_score_vs_cost", "fig3b_stored_vs_online"):
