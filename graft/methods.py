@@ -183,7 +183,9 @@ PRESETS: dict[str, Preset] = {
     # Table 2a: remove or randomise one component.
     "graft_no_gate": Preset(_graft(gate="none"), "w/o compat. gate", "2a"),
     "graft_no_floor": Preset(_graft(delta=0.0), "w/o compat. floor", "2a"),
-    "graft_unbalanced": Preset(_graft(balanced=False), "w/o balancing", "2a"),
+    # Table 8: this row "is identical to" SGT's selection (k_src >= 1, all-correct peer groups included) with
+    # GRAFT's update
+    "graft_unbalanced": Preset(_graft(balanced=False, select="any_success"), "w/o balancing", "2a"),
     "graft_seq_ratio": Preset(_graft(ratio="sequence"), "w/o token ratio", "2a"),
     "graft_random_prompts": Preset(_graft(select="random_prompts"), "random prompts", "2a"),
     "graft_random_admission": Preset(_graft(admission="random"), "random admission", "2a"),

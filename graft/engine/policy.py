@@ -37,8 +37,20 @@ class Policy:
         return self.tokenizer(text, add_special_tokens=self.template != "chat")["input_ids"]
 
     @property
+    def stop_token_ids(self) -> list[int]:
+        """The tokens this model stops on: its generation config's ``eos_token_id`` (one id or a list), which
+        can differ from the tokenizer's EOS (chat-tuned checkpoints), else the tokenizer's EOS."""
+        config = getattr(self.model, "generation_config", None)
+        eos = getattr(config, "eos_token_id", None)
+        if eos is None:
+            return [self.tokenizer.eos_token_id]
+        return list(eos) if isinstance(eos, list | tuple) else [eos]
+
+    @property
     def eos_token_id(self) -> int:
-        return self.tokenizer.eos_token_id
+        """The stop token this model writes: the first of ``stop_token_ids``. Own rollouts end with it and a
+        re-tokenized peer response that ended gets it appended."""
+        return self.stop_token_ids[0]
 
     @property
     def pad_token_id(self) -> int:

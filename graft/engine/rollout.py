@@ -68,7 +68,7 @@ class HFRollout:
 
     def _generate_chunk(self, prompts: list[list[int]], n: int) -> list[list[Sample]]:
         pol = self.policy
-        pad, eos = pol.pad_token_id, pol.eos_token_id
+        pad, stops = pol.pad_token_id, pol.stop_token_ids
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         attn = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -89,7 +89,7 @@ class HFRollout:
             max_new_tokens=self.max_new_tokens,
             num_return_sequences=n,
             pad_token_id=pad,
-            eos_token_id=eos,
+            eos_token_id=stops,
             return_dict_in_generate=True,
             output_logits=True,
         )
@@ -101,8 +101,9 @@ class HFRollout:
         samples: list[list[Sample]] = []
         for row in range(generated.shape[0]):
             tokens = generated[row].tolist()
-            end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
-            truncated = eos not in tokens
+            stop = next((i for i, t in enumerate(tokens) if t in stops), None)
+            truncated = stop is None
+            end = len(tokens) if truncated else stop + 1
             kept = tokens[:end]
             if row % n == 0:
                 samples.append([])

@@ -173,7 +173,7 @@ def build_groups(
     flat = [(g, i) for g, items in sent.items() for i in items]
     scored = _score(method, receiver, peer, flat, prompt_texts, scoring, world)
     weights = _weights(method, scored, generator, stats)
-    own_adv, peer_adv = _advantages(method, own, peer, selected, omega_own_peer)
+    own_adv, peer_adv = receiver_advantages(method, own, peer, selected, omega_own_peer)
 
     peer_rows: dict[int, list[Row]] = {}
     for j, (g, i) in enumerate(flat):
@@ -270,13 +270,16 @@ def _weights(method: Method, scored: _Scored, generator: torch.Generator, stats:
     return weights
 
 
-def _advantages(
+def receiver_advantages(
     method: Method, own: StepRecords, peer: StepRecords, selected: torch.Tensor, omega_own_peer: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Own and peer advantages [G, n]: each source's own GRPO advantages (Eq. 1), pooled groups (Eq. 12) or
-    HACPO's capability-weighted ones (zero for peers off the selection)."""
+    """Own and peer advantages [G, n]: each source's own GRPO advantages (Eq. 1); pooled groups (Eq. 12) on the
+    selected prompts only, "instead of replacing the receiver's all-fail group" (Appendix G), every other prompt
+    keeping Eq. 1; or HACPO's capability-weighted ones (zero for peers off the selection)."""
     if method.advantage == "pooled":
-        return pooled_advantages(own.rewards, peer.rewards)
+        own_pooled, peer_pooled = pooled_advantages(own.rewards, peer.rewards)
+        rows = selected.bool().unsqueeze(-1)
+        return torch.where(rows, own_pooled, own.advantages), torch.where(rows, peer_pooled, peer.advantages)
     if method.advantage == "hacpo":
         own_adv, peer_adv = hacpo_advantages(own.rewards, peer.rewards, omega_own_peer)
         return own_adv, peer_adv * selected.unsqueeze(-1)

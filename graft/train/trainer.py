@@ -39,6 +39,11 @@ class Trainer:
         self.req, self.world, self.cfg, self.method = req, world, req.config, req.method
         self.run_dir = RunDir(req.out)
         self.problems: list[Problem] = load_problems(self.cfg.data.train, "data.train")
+        if len(self.problems) < self.cfg.train.prompts_per_step:
+            raise ConfigError(
+                f"train.prompts_per_step: {self.cfg.train.prompts_per_step} is more than the "
+                f"{len(self.problems)} prompts of data.train; expected at most {len(self.problems)}"
+            )
         self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
         self.learners = [make_learner(name, self.cfg, self.method, world) for name in req.models]
         self.peer = self._peer()

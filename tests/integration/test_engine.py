@@ -41,9 +41,13 @@ def metrics(path):
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 
 
+# GRAFT's selection without balancing: what the replay preset applies to one direction
+UNBALANCED = {"graft_complementary_unbalanced": {"base": "graft", "balanced": False}}
+
+
 def run(world, out, method="graft", models="A,B", steps=3, archive=None, resume=False, seed=0):
     config = load_config(world["config"])
-    req = TrainRequest(config, get_method(method), models.split(","), seed, out, steps, archive, resume)
+    req = TrainRequest(config, get_method(method, UNBALANCED), models.split(","), seed, out, steps, archive, resume)
     return Trainer(req)
 
 
@@ -164,7 +168,7 @@ def test_forced_graft_co_training(forced_world, tmp_path):
 
 def test_archive_replay_reproduces_the_live_runs_receiver(forced_world, tmp_path):
     live = tmp_path / "live"
-    run(forced_world, live, method="graft_unbalanced", steps=2).run(log=lambda _: None)
+    run(forced_world, live, method="graft_complementary_unbalanced", steps=2).run(log=lambda _: None)
     replay = tmp_path / "replay"
     run(forced_world, replay, method="replay", models="B", steps=2, archive=live / "trajectories" / "A").run(
         log=lambda _: None

@@ -31,7 +31,7 @@ EXPECTED = {
     "replay": {"peer": "archive", "select": "complementary"},
     "graft_no_gate": {**GRAFT, "gate": "none"},
     "graft_no_floor": {**GRAFT, "delta": 0.0},
-    "graft_unbalanced": {"peer": "live", "select": "complementary"},
+    "graft_unbalanced": {"peer": "live", "select": "any_success"},
     "graft_seq_ratio": {**GRAFT, "ratio": "sequence"},
     "graft_random_prompts": {**GRAFT, "select": "random_prompts"},
     "graft_random_admission": {**GRAFT, "admission": "random"},

@@ -1,0 +1,52 @@
+"""Exchange rules of two presets (issue 12): pooled groups touch only the selected prompts, and "w/o balanced
+exchange" uses SGT's eligibility (any peer success, all-correct groups included)."""
+
+from __future__ import annotations
+
+import torch
+
+from graft.algo import group_advantages, pooled_advantages, success_counts
+from graft.data.records import StepRecords
+from graft.methods import get_method
+from graft.seeding import generator
+from graft.train.exchange import receiver_advantages, select_prompts
+
+
+def records(model: str, rewards: list[list[float]]) -> StepRecords:
+    r = torch.tensor(rewards)
+    g, n = r.shape
+    return StepRecords(
+        model=model,
+        step=0,
+        prompt_ids=[f"p{i}" for i in range(g)],
+        texts=[["x"] * n for _ in range(g)],
+        token_ids=[[[1]] * n for _ in range(g)],
+        logprobs=[[[-0.1]] * n for _ in range(g)],
+        rewards=r,
+        advantages=group_advantages(r),
+        truncated=[[False] * n for _ in range(g)],
+    )
+
+
+def test_pooled_groups_leave_unselected_prompts_as_plain_grpo():
+    own = records("B", [[0, 0, 0, 0], [1, 0, 1, 0], [1, 1, 0, 0]])
+    peer = records("A", [[1, 0, 0, 1], [1, 1, 1, 0], [0, 0, 0, 0]])
+    selected = torch.tensor([True, False, False])
+    own_adv, peer_adv = receiver_advantages(get_method("graft_pooled"), own, peer, selected, 1.0)
+    pooled_own, pooled_peer = pooled_advantages(own.rewards, peer.rewards)
+    assert torch.equal(own_adv[0], pooled_own[0]) and torch.equal(peer_adv[0], pooled_peer[0])
+    assert torch.equal(own_adv[1:], own.advantages[1:])  # the peer never leaks into an ordinary prompt
+    assert torch.equal(peer_adv[1:], peer.advantages[1:])
+    assert (own_adv[0] < 0).all()  # the all-fail own group, normalised against the peer's successes
+
+
+def test_unbalanced_row_takes_every_prompt_the_peer_solved():
+    own = records("B", [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]])
+    peer = records("A", [[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0]])
+    k = {"A": success_counts(peer.rewards), "B": success_counts(own.rewards)}
+    directions = [("A", "B"), ("B", "A")]
+    unbalanced, _ = select_prompts(get_method("graft_unbalanced"), k, 4, directions, generator(0, "select", 0))
+    graft, _ = select_prompts(get_method("graft"), k, 4, directions, generator(0, "select", 0))
+    assert unbalanced[("A", "B")].tolist() == [True, True, False, False]  # the all-correct group too (k_src = n)
+    assert graft[("A", "B")].tolist() == [False, False, False, False]  # balanced against B's zero candidates
+    assert unbalanced[("B", "A")].tolist() == [False, False, False, False]
