@@ -24,6 +24,7 @@ import torch
 
 from graft.config import load_config
 from graft.methods import get_method
+from graft.results import write_text
 from graft.train.request import TrainRequest
 from graft.train.trainer import Trainer
 
@@ -74,6 +75,13 @@ def main() -> None:
         print(f"{label:<18}" + "".join(f"{row[p]:>10.3f}" for p in (*PARTS, "step_s")))
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     ratio = graft["step_s"] / grpo_sum["step_s"]
+    responses = config.train.prompts_per_step * 8
+    per_second = {m: responses / grpo[m]["rollout_s"] for m in (a, b)}
+    print(
+        "rollout responses per second (GRPO n=8): "
+        + ", ".join(f"{m} {v:.0f}" for m, v in per_second.items())
+        + f"; training responses per second (GRPO sum): {2 * responses / grpo_sum['step_s']:.0f}"
+    )
     print(f"peer responses admitted per model-step: {received:.1f}; peak RSS {peak_gib:.2f} GiB")
     result = {
         "pair": pair,
@@ -88,9 +96,9 @@ def main() -> None:
         "ratio": ratio,
         "peak_rss_gib": peak_gib,
         "admitted_per_model_step": received,
+        "rollout_responses_per_s": per_second,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_text(args.out, json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
     print(f"step ratio graft/grpo: {ratio:.3f}")
 
