@@ -22,7 +22,7 @@ from pathlib import Path
 
 from graft.config import load_config
 from graft.report.tables import ReportContext
-from graft.results import write_text
+from graft.results import ResultsTree, write_text
 
 MIN_GAIN = 3.0
 RULES = ("final", "val_best")
@@ -74,7 +74,7 @@ def main() -> int:
     args = parser.parse_args()
     cfg = load_config(args.config)
     results = args.results or Path(cfg.results)
-    if not (results / "eval").is_dir():
+    if not ResultsTree(results).eval_root.is_dir():
         print(f"no evaluations under {results}; run the workflow first: snakemake --cores 2 all", file=sys.stderr)
         return 2
     benchmarks = list(cfg.eval.benchmarks) if cfg.eval else []

@@ -62,10 +62,16 @@ def write_text(path: str | Path, text: str) -> Path:
     return Path(path)
 
 
+def temp_dir(path: str | Path) -> Path:
+    """Where ``begin_dir`` builds ``path``: ``<path>.tmp`` beside it."""
+    return Path(path).with_name(Path(path).name + ".tmp")
+
+
 def begin_dir(path: str | Path) -> Path:
     """An empty temporary directory ``<path>.tmp`` to fill; ``commit_dir`` then puts it in place of ``path``.
-    Two calls rather than a context manager because a sharded run fills it from every process."""
-    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    Two calls rather than a context manager because a sharded run fills it from every process (the others
+    find it with ``temp_dir``)."""
+    tmp = temp_dir(path)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     return tmp
@@ -80,6 +86,11 @@ def commit_dir(tmp: Path, path: str | Path) -> None:
 def trajectory_file(directory: str | Path, step: int) -> Path:
     """One model's records of one step inside its trajectory directory."""
     return Path(directory) / f"{step_name(step)}.parquet"
+
+
+def eval_file(directory: str | Path, model: str, step: int) -> Path:
+    """One model's evaluation of one checkpoint inside an evaluation directory (``graft evaluate --out-dir``)."""
+    return Path(directory) / model / f"{step_name(step)}.json"
 
 
 @dataclass(frozen=True)
@@ -100,13 +111,17 @@ class RunDir:
     def done(self) -> Path:
         return self.root / "done.json"
 
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.root / "checkpoints"
+
     def checkpoint(self, step: int) -> Path:
-        return self.root / "checkpoints" / step_name(step)
+        return self.checkpoint_root / step_name(step)
 
     def checkpoints(self) -> list[Path]:
         """Complete checkpoint directories, oldest first (temporaries of an interrupted save are skipped)."""
-        root = self.root / "checkpoints"
-        return sorted(p for p in root.glob("step_*") if p.is_dir() and parse_step(p.name) is not None)
+        found = self.checkpoint_root.glob("step_*")
+        return sorted(p for p in found if p.is_dir() and parse_step(p.name) is not None)
 
     def trajectories(self, model: str) -> Path:
         return self.root / "trajectories" / model
@@ -145,11 +160,15 @@ class ResultsTree:
         """The stored trajectories that archive replay reads: the peer's own GRPO n=8 run with the same seed."""
         return self.run("grpo_n8", peer, seed).trajectories(peer)
 
+    @property
+    def eval_root(self) -> Path:
+        return self.root / "eval"
+
     def eval_dir(self, method: str, cell: str, seed: int | str) -> Path:
-        return self.root / "eval" / method / cell / f"seed{seed}"
+        return self.eval_root / method / cell / f"seed{seed}"
 
     def eval_file(self, method: str, cell: str, seed: int | str, model: str, step: int) -> Path:
-        return self.eval_dir(method, cell, seed) / model / f"{step_name(step)}.json"
+        return eval_file(self.eval_dir(method, cell, seed), model, step)
 
     def base_eval(self, model: str) -> Path:
         """The model before any RL, evaluated once (seed 0, step 0)."""
@@ -163,7 +182,7 @@ class ResultsTree:
 
     def eval_files(self) -> Iterator[tuple[str, str, int, str, Path]]:
         """(method, cell, seed, model, path) of every evaluation JSON, sorted by path."""
-        for path in sorted((self.root / "eval").glob("*/*/seed*/*/step_*.json")):
+        for path in sorted(self.eval_root.glob("*/*/seed*/*/step_*.json")):
             model, seed_dir, cell, method = (path.parents[i].name for i in range(4))
             if parse_step(path.name) is not None:
                 yield method, cell, int(seed_dir.removeprefix("seed")), model, path

@@ -18,7 +18,7 @@ from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
-from graft.results import RunDir, parse_step, step_name, write_text
+from graft.results import RunDir, eval_file, parse_step, write_text
 from graft.seeding import derive
 
 
@@ -175,9 +175,7 @@ def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, P
     files are ``<out_dir>/<model>/step_NNNNN.json``."""
     jobs = []
     for ckpt in run.checkpoints():
-        jobs += [
-            (model, ckpt / model, out_dir / model / f"{step_name(parse_step(ckpt.name))}.json") for model in models
-        ]
+        jobs += [(model, ckpt / model, eval_file(out_dir, model, parse_step(ckpt.name))) for model in models]
     return sorted(jobs, key=lambda job: (job[0], job[1]))
 
 

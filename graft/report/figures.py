@@ -28,10 +28,10 @@ def figure1(ctx: ReportContext, seed: int, out: Path) -> Path:
     """Fraction of each receiver's all-fail prompts that its peer solved, per GRAFT step, per pair."""
     fig, axes = plt.subplots(1, max(len(ctx.pairs), 1), figsize=(4.2 * max(len(ctx.pairs), 1), 3.2), squeeze=False)
     for ax, (pair, members) in zip(axes[0], ctx.pairs.items(), strict=False):
-        rows = ctx.metrics("graft", pair, [seed])
         for receiver in members:
             peer = next(m for m in members if m != receiver)
-            mine = rows[(rows.model == receiver) & (rows.get("all_fail", 0) > 0)] if len(rows) else rows
+            mine = ctx.metrics("graft", pair, [seed], receiver)
+            mine = mine[mine["all_fail"] > 0] if "all_fail" in mine else mine.iloc[:0]
             if mine.empty:
                 continue
             fractions = mine["peer_solved_all_fail"] / mine["all_fail"]
@@ -49,11 +49,9 @@ def figure1(ctx: ReportContext, seed: int, out: Path) -> Path:
     return _save(fig, out)
 
 
-def _cost_to(rows: pd.DataFrame, step: int, model: str | None = None) -> float:
+def _cost_to(rows: pd.DataFrame, step: int) -> float:
     """Hours spent on training steps before ``step`` (GPU-hours when the job had GPUs, else wall hours); a
     co-training step is one job for both models, so each step counts once."""
-    if model is not None:
-        rows = rows[rows.model == model]
     steps = rows[rows.step < step].drop_duplicates("step")
     gpu = float(steps.get("gpu_hours", pd.Series(dtype=float)).fillna(0).sum())
     wall = float(steps.get("step_time_s", pd.Series(dtype=float)).fillna(0).sum()) / 3600
@@ -161,11 +159,10 @@ def figure_dynamics(ctx: ReportContext, method: str, pair: str, seed: int, out: 
     """The mechanism of one co-training cell, by step and receiving model: rewards, all-fail prompts,
     candidates and selections, the gate's pass rates for correct and wrong peer responses, admitted responses
     and clipped-token fractions."""
-    rows = ctx.metrics(method, pair, [seed])
+    receivers = [ctx.metrics(method, pair, [seed], m).sort_values("step") for m in ctx.pairs.get(pair, [])]
     fig, axes = plt.subplots(2, 3, figsize=(12, 6), squeeze=False)
     for ax, (columns, title) in zip(axes.flat, DYNAMICS, strict=True):
-        for i, model in enumerate(ctx.pairs.get(pair, [])):
-            mine = rows[rows.model == model].sort_values("step") if len(rows) else rows
+        for i, (model, mine) in enumerate(zip(ctx.pairs.get(pair, []), receivers, strict=True)):
             color = f"C{i}"
             for column, style in zip((columns,) if isinstance(columns, str) else columns, ("-", "--"), strict=False):
                 if column in mine and mine[column].notna().any():

@@ -7,7 +7,7 @@ ablations, the delta sweep), and the stored-trajectory results (Figure 3b, Appen
 
 from __future__ import annotations
 
-import pandas as pd
+import functools
 
 PAPER_MODELS: dict[str, str] = {
     "smollm3": "SmolLM3-3B-Base",
@@ -75,9 +75,14 @@ def _rows() -> list[dict]:
     return rows
 
 
-PAPER = pd.DataFrame(_rows()).set_index(["model", "method", "peer"], drop=False).sort_index()
-"""Every five-benchmark average the paper reports: one row per (paper model, method, peer); the peer is None for
-single-model GRPO runs."""
+@functools.cache
+def paper_table():
+    """Every five-benchmark average the paper reports as a DataFrame: one row per (paper model, method, peer); the
+    peer is None for single-model GRPO runs. Built on first use, so that validating a config (which reads
+    ``PAPER_MODELS``) does not import pandas."""
+    import pandas as pd
+
+    return pd.DataFrame(_rows())
 
 
 def paper_average(model: str | None, method: str, peer: str | None = None) -> float | None:
@@ -85,6 +90,7 @@ def paper_average(model: str | None, method: str, peer: str | None = None) -> fl
     have no peer, so a peer given for them is ignored."""
     if model is None:
         return None
-    rows = PAPER[(PAPER.model == model) & (PAPER.method == method)]
+    paper = paper_table()
+    rows = paper[(paper.model == model) & (paper.method == method)]
     rows = rows[rows.peer.isna() | (rows.peer == peer)]
     return float(rows.average.iloc[0]) if len(rows) else None

@@ -52,10 +52,15 @@ class ReportContext:
         """Every (method, cell, model) with at least one evaluated checkpoint."""
         return sorted(set(self.checkpoints[["method", "cell", "model"]].itertuples(index=False, name=None)))
 
-    def metrics(self, method: str, cell: str, seeds: list[int] | None = None) -> pd.DataFrame:
+    def metrics(self, method: str, cell: str, seeds: list[int] | None = None, model: str | None = None) -> pd.DataFrame:
+        """A training cell's metric rows, of some seeds and one model when given."""
         m = self.results.metrics
-        rows = m[(m.method == method) & (m.cell == cell)]
-        return rows if seeds is None else rows[rows.seed.isin(seeds)]
+        keep = (m.method == method) & (m.cell == cell)
+        if seeds is not None:
+            keep &= m.seed.isin(seeds)
+        if model is not None:
+            keep &= m.model == model
+        return m[keep]
 
     def bootstrap(self, a: SeedAggregate, b: SeedAggregate) -> tuple[float, float] | None:
         return paired_bootstrap(self.results.samples, a.selected, b.selected)
@@ -189,9 +194,8 @@ def table_clipping(ctx: ReportContext, seeds: list[int]) -> Table:
     header = ["position", "model", "clipped own tokens (%)", "clipped peer tokens (%)"]
     rows = []
     for method in ("graft", "graft_peer_first", "graft_uniform"):
-        metrics = ctx.metrics(method, pair_name, seeds)
         for model in members:
-            mine = metrics[metrics.model == model] if "model" in metrics else metrics
+            mine = ctx.metrics(method, pair_name, seeds, model)
             means = [
                 100 * float(mine[column].dropna().mean()) if column in mine and mine[column].notna().any() else None
                 for column in ("clip_frac_own", "clip_frac_peer")
@@ -209,10 +213,9 @@ def table_transfers(ctx: ReportContext, methods: list[str], seeds: list[int]) ->
     rows = []
     for method in methods:
         for pair, members in ctx.pairs.items():
-            metrics = ctx.metrics(method, pair, seeds)
             for model in members:
-                mine = metrics[metrics.model == model] if "model" in metrics else metrics
-                runs = mine.seed.nunique() if "seed" in mine else 0
+                mine = ctx.metrics(method, pair, seeds, model)
+                runs = mine.seed.nunique()
                 total = {c: float(mine[c].sum()) if c in mine else 0.0 for c in _TRANSFER_COUNTS}
                 rows.append(
                     [

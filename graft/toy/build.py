@@ -114,10 +114,9 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
     if config.toy is None:
         raise ConfigError("toy: this config has no 'toy:' section to build from")
     toy = config.toy
+    if what == "model" and name not in toy.models:
+        raise ConfigError(f"--name: unknown toy model {name!r}; toy models: {', '.join(toy.models)}")
     names = [name] if what == "model" else list(toy.models)
-    for model in names if what != "data" else []:
-        if model not in toy.models:
-            raise ConfigError(f"--name: unknown toy model {model!r}; toy models: {', '.join(toy.models)}")
     log = log or (lambda event, **fields: None)
     summary: dict = {}
     if what in ("data", "build"):

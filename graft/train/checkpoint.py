@@ -19,7 +19,7 @@ import torch
 from graft.engine.distributed import World, full_state_dict, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
-from graft.results import RunDir, begin_dir, commit_dir
+from graft.results import RunDir, begin_dir, commit_dir, temp_dir
 from graft.train.learner import Learner
 
 
@@ -50,7 +50,7 @@ def save(run: RunDir, next_step: int, learners: list[Learner], world: World, dty
     """Write the checkpoint of ``next_step`` and drop the resume state of older ones. ``dtypes``: each model's
     configured dtype, in which a sharded run exports its float32 master weights."""
     final = run.checkpoint(next_step)
-    tmp = begin_dir(final) if world.is_main else final.with_name(final.name + ".tmp")
+    tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
     for learner in learners:
         single, sharded = resume_state(tmp, learner.name)

@@ -1,4 +1,4 @@
-"""A model's rollout at one step: sample n responses per prompt, grade them, and publish the step's records.
+"""A model's rollout at one step: sample n responses per prompt, grade them, and build the step's records.
 
 Under torchrun each process samples and grades every ``size``-th prompt and the shares are gathered back into
 batch order, so every process holds the whole step's records.

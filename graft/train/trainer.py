@@ -77,24 +77,31 @@ class Trainer:
         for learner in self.learners:
             view, info = views.get(learner.name), infos[learner.name]
             info.update(view.metrics if view else {})
+            # HACPO's clipped capability ratios P_receiver / P_source and P_source / P_receiver
+            own_peer = peer_own = 1.0
+            if view is not None and self.method.update == "hacpo":
+                own_peer = capability_ratio(learner.capability.value, view.capability)
+                peer_own = capability_ratio(view.capability, learner.capability.value)
             t0 = time.perf_counter()
-            groups, exchange_info = self._receive(learner, step, batch, records[learner.name], view)
+            groups, exchange_info = self._receive(learner, step, batch, records[learner.name], view, own_peer)
             info["scoring_s"] = time.perf_counter() - t0
             info.update(exchange_info)
             t0 = time.perf_counter()
-            omega = capability_ratio(view.capability, learner.capability.value) if self._hacpo(view) else 1.0
-            info.update(self._update(learner, groups, step, omega))
+            info.update(self._update(learner, groups, step, peer_own))
             info["update_s"] = time.perf_counter() - t0
             rows.append({"step": step, "model": learner.name, **info})
         step_time = time.perf_counter() - t_step
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return [{**row, "step_time_s": step_time, "gpu_hours": step_time * gpus / 3600} for row in rows]
 
-    def _hacpo(self, view: PeerView | None) -> bool:
-        return view is not None and self.method.update == "hacpo"
-
     def _receive(
-        self, learner: Learner, step: int, batch: list[Problem], own: StepRecords, view: PeerView | None
+        self,
+        learner: Learner,
+        step: int,
+        batch: list[Problem],
+        own: StepRecords,
+        view: PeerView | None,
+        omega_own_peer: float,
     ) -> tuple[list[Group], dict]:
         """The receiver's training groups (its own, with the peer's where the method transfers them) and the
         exchange's metrics."""
@@ -107,7 +114,7 @@ class Trainer:
             prompt_texts=[learner.policy.prompt_text(p.problem) for p in batch],
             generator=generator(self.req.seed, "admit", step, learner.name),
             scoring=ScoringSettings(self.cfg.train.temperature, self.cfg.train.micro_batch),
-            omega_own_peer=capability_ratio(learner.capability.value, view.capability) if self._hacpo(view) else 1.0,
+            omega_own_peer=omega_own_peer,
             world=self.world,
         )
         info = {"candidates": view.candidates if view else 0, **ex.metrics()}
@@ -180,7 +187,7 @@ class Trainer:
         if main:
             run.done.unlink(missing_ok=True)
             if not self.req.resume:
-                shutil.rmtree(run.root / "checkpoints", ignore_errors=True)
+                shutil.rmtree(run.checkpoint_root, ignore_errors=True)
                 run.metrics.unlink(missing_ok=True)
         self.world.barrier()
         if self.req.resume:
