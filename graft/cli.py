@@ -63,8 +63,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     world = init_world()
     try:
         Trainer(request, world).run(log=lambda fields: _log_event("step", **fields))
-    finally:
-        close_world(world)
+    except BaseException:
+        close_world(world, wait=False)
+        raise
+    close_world(world)
     return 0
 
 

@@ -87,6 +87,15 @@ class TrainSpec:
     rollout_batch: int = 256
     """Sequences per generate call."""
 
+    old_logprobs: Literal["auto", "recompute", "rollout"] = "auto"
+    """Where the ratio's denominator for own responses comes from (Eqs. 3 and 9). recompute: one forward
+    pass of the training model over the step's responses before the first update, as verl does, so own and
+    peer tokens share one behaviour policy and every ratio is 1 on the first minibatch (costs one extra
+    forward over n x prompts responses per model and step, about a third of an update); rollout: the
+    rollout engine's generation log-probs (free; equal to the training forward within ~1e-5 on one CPU
+    process, not under vLLM's kernels or bf16 shards); auto: recompute whenever the sampler is not the
+    training model itself (vLLM, or more than one process), else rollout."""
+
 
 @dataclass(frozen=True)
 class ScaleSpec:

@@ -62,8 +62,10 @@ class Method:
     ratio: Literal["token", "sequence"] = "token"
     """Importance ratio of Eq. 10: per token (Eq. 9) or one length-normalised ratio per response."""
 
-    order: Literal["peer_last", "peer_first", "uniform"] = "peer_last"
-    """Where minibatches holding grafted groups go in every epoch; uniform shuffles the minibatch order."""
+    order: Literal["peer_last", "peer_first", "uniform", "prompt", "self_first"] = "peer_last"
+    """Where minibatches holding grafted groups go in every epoch; uniform shuffles the minibatch order;
+    prompt keeps the batch's prompt order (original SGT); self_first splits responses, not groups: all own
+    ones, then all peer ones (HACPO's official trainer)."""
 
     update: Literal["clipped", "luffy", "hacpo", "nll"] = "clipped"
     """Update rule for peer responses: Eq. 10's clipped token ratio; LUFFY's f(pi) a with no clip; HACPO's
@@ -77,7 +79,8 @@ class Method:
 
     minibatches: int | None = None
     """Optimizer updates per step; None takes the run config's value (4 minibatches of 32 prompts in the
-    paper). HACPO used 64-prompt minibatches, i.e. 2."""
+    paper). HACPO's official trainer: minibatches of 64 prompts x 8 responses out of 128 x (8 own + 8 peer),
+    i.e. 4."""
 
     nll_coef: float = 0.1
     """SGT's lambda: weight of the NLL term added to the GRPO loss."""
@@ -162,10 +165,13 @@ class Preset(NamedTuple):
 
 
 _GRAFT = Method(peer="live", select="complementary", balanced=True)
+# HACPO's official trainer (zzx-peter/HACRL-code): own trajectories first, no shuffle, 64-prompt minibatches of
+# 2 x 128 x 8 responses -> 2 own-only then 2 peer-only updates, peer clip bounds 0.85 and 0.875.
 _HACPO_UPDATE: dict[str, Any] = dict(
-    keep_own=True, advantage="hacpo", update="hacpo", gate="none", kl_coef=1e-3, minibatches=2
+    keep_own=True, advantage="hacpo", update="hacpo", gate="none", kl_coef=1e-3, minibatches=4, order="self_first"
 )
-_SGT_UPDATE: dict[str, Any] = dict(transfer="one_success", keep_own=True, update="nll", gate="none")
+# Original SGT has no peer placement: minibatches follow the prompt order.
+_SGT_UPDATE: dict[str, Any] = dict(transfer="one_success", keep_own=True, update="nll", gate="none", order="prompt")
 
 
 def _graft(**changes: Any) -> Method:

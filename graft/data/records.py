@@ -49,14 +49,23 @@ class StepRecords:
     advantages: torch.Tensor
     """[G, n] float, computed by the source on its own full group."""
     truncated: list[list[bool]]
+    trained_logprobs: list[list[list[float]]] | None = None
+    """The same tokens' log-probs under the model's training forward before the step's first update
+    (``train.old_logprobs: recompute``); None when the generation log-probs serve. Kept in memory only: the
+    published records carry generation log-probs (DESIGN.md section 10)."""
 
     @property
     def n(self) -> int:
         return self.rewards.shape[1]
 
-    def mean_logprob(self, g: int, i: int) -> float:
-        """Eq. 6 under the source's own tokenization, from its stored generation log-probs."""
-        lp = self.logprobs[g][i]
+    def behaviour_logprobs(self, g: int, i: int) -> list[float]:
+        """pi_old's per-token log-probs of response (g, i), the denominator of the ratio (Eqs. 3 and 9)."""
+        return (self.trained_logprobs or self.logprobs)[g][i]
+
+    def mean_logprob(self, g: int, i: int, trained: bool = False) -> float:
+        """Eq. 6 under the source's own tokenization: from its generation log-probs (the gate, Eq. 7), or, with
+        ``trained``, from its training forward where that was recomputed (HACPO's official code)."""
+        lp = self.behaviour_logprobs(g, i) if trained else self.logprobs[g][i]
         return sum(lp) / len(lp) if lp else 0.0
 
 

@@ -99,8 +99,14 @@ def init_world() -> World:
     return World(rank=dist.get_rank(), size=dist.get_world_size(), device_name=str(device))
 
 
-def close_world(world: World) -> None:
+def close_world(world: World, wait: bool = True) -> None:
+    """Tear the process group down, by default only once every process is done with it: a process that destroys
+    it while a peer still works (process 0 saving results after the last collective) can abort the peer's gloo
+    threads ("terminate called without an active exception"). ``wait=False`` after an error, when the others
+    may never reach the barrier."""
     if world.distributed and dist.is_initialized():
+        if wait:
+            dist.barrier()
         dist.destroy_process_group()
 
 

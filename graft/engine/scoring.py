@@ -4,12 +4,27 @@ policy (the first term of paper Eq. 7, and the rho denominator of Eq. 9 for graf
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from graft.algo import mean_token_logprob
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    """How a model scores responses with its training forward: transferred ones (the gate and the ratio's
+    denominator), and its own when their old log-probs are recomputed."""
+
+    temperature: float = 1.0
+    """Log-probs from logits / temperature, as the model samples."""
+    micro_batch: int = 64
+    """Responses per forward pass at most."""
+    max_response_tokens: int | None = None
+    """The receiver's response limit; HACPO's update cuts re-tokenized peer responses to it (its official
+    code). None: no cut."""
 
 
 def retokenize(policy: Policy, prompt_text: str, response: str, generated_eos: bool) -> tuple[list[int], list[int]]:
@@ -39,6 +54,45 @@ def retokenize(policy: Policy, prompt_text: str, response: str, generated_eos: b
 
 
 @torch.no_grad()
+def score_responses(
+    policy: Policy,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    temperature: float = 1.0,
+    micro_batch: int = 64,
+    world: World = SINGLE,
+) -> tuple[list[list[float]], torch.Tensor]:
+    """Per-token log-probs of token sequences under ``policy`` (its training forward), one pass per micro-batch.
+
+    Under several processes each scores every ``size``-th response (the model is sharded, so every process
+    runs the same number of forward passes, an empty share a one-row pass) and the scores are gathered.
+
+    Returns:
+        (per-token log-probs of each response, mean token log-likelihood [R] (Eq. 6)).
+    """
+    mine = world.share(range(len(prompt_ids)))
+    # process 0 has the largest share; every process runs that many passes
+    passes = math.ceil(math.ceil(len(prompt_ids) / world.size) / micro_batch)
+    scored: list[tuple[list[float], float]] = []
+    for k in range(passes):
+        rows = mine[k * micro_batch : (k + 1) * micro_batch]
+        if not rows:  # keeps a sharded model's collectives in step; the result is dropped
+            response_logprobs(policy.model, prompt_ids[:1], response_ids[:1], policy.pad_token_id, temperature)
+            continue
+        logp, mask = response_logprobs(
+            policy.model,
+            [prompt_ids[i] for i in rows],
+            [response_ids[i] for i in rows],
+            policy.pad_token_id,
+            temperature,
+        )
+        means = mean_token_logprob(logp, mask).cpu().tolist()
+        logps = [row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True)]
+        scored.extend(zip(logps, means, strict=True))
+    ordered = world.gather_shares(scored, len(prompt_ids))
+    return [lp for lp, _ in ordered], torch.tensor([m for _, m in ordered], dtype=torch.float32)
+
+
 def score_peer_responses(
     policy: Policy,
     prompt_texts: list[str],
@@ -47,35 +101,32 @@ def score_peer_responses(
     temperature: float = 1.0,
     micro_batch: int = 64,
     world: World = SINGLE,
+    max_response_tokens: int | None = None,
 ) -> tuple[list[list[int]], list[list[int]], list[list[float]], torch.Tensor]:
-    """Re-tokenize peer responses for the receiver and score them with one forward pass per micro-batch.
+    """Re-tokenize peer responses for the receiver and score them with its behaviour policy.
 
-    Under several processes each scores every ``size``-th response (the model is sharded, so every process
-    runs the same number of forward passes, an empty share a one-row pass) and the scores are gathered.
+    ``max_response_tokens``: cut each re-tokenized response to this many receiver tokens (HACPO's official
+    code); None keeps them whole.
 
     Returns:
         (prompt_ids, response_ids, per-token receiver log-probs, mean token log-likelihood [R]).
     """
+    prompts, resp_ids = retokenize_all(policy, prompt_texts, responses, generated_eos, max_response_tokens)
+    logps, mean = score_responses(policy, prompts, resp_ids, temperature, micro_batch, world)
+    return prompts, resp_ids, logps, mean
+
+
+def retokenize_all(
+    policy: Policy,
+    prompt_texts: list[str],
+    responses: list[str],
+    generated_eos: list[bool],
+    max_response_tokens: int | None = None,
+) -> tuple[list[list[int]], list[list[int]]]:
+    """``retokenize`` for each (prompt, response), responses cut to ``max_response_tokens`` when it is set."""
     prompts, resp_ids = [], []
     for text, response, eos in zip(prompt_texts, responses, generated_eos, strict=True):
         p, r = retokenize(policy, text, response, eos)
         prompts.append(p)
-        resp_ids.append(r)
-    mine = world.share(range(len(prompts)))
-    # process 0 has the largest share; every process runs that many passes
-    passes = math.ceil(math.ceil(len(prompts) / world.size) / micro_batch)
-    scored: list[tuple[list[float], float]] = []
-    for k in range(passes):
-        rows = mine[k * micro_batch : (k + 1) * micro_batch]
-        if not rows:  # keeps a sharded model's collectives in step; the result is dropped
-            response_logprobs(policy.model, prompts[:1], resp_ids[:1], policy.pad_token_id, temperature)
-            continue
-        logp, mask = response_logprobs(
-            policy.model, [prompts[i] for i in rows], [resp_ids[i] for i in rows], policy.pad_token_id, temperature
-        )
-        means = mean_token_logprob(logp, mask).cpu().tolist()
-        logps = [row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True)]
-        scored.extend(zip(logps, means, strict=True))
-    ordered = world.gather_shares(scored, len(prompts))
-    mean = torch.tensor([m for _, m in ordered], dtype=torch.float32)
-    return prompts, resp_ids, [lp for lp, _ in ordered], mean
+        resp_ids.append(r if max_response_tokens is None else r[:max_response_tokens])
+    return prompts, resp_ids

@@ -27,7 +27,7 @@ from graft.algo import (
 from graft.data.records import StepRecords
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
-from graft.engine.scoring import retokenize, score_peer_responses
+from graft.engine.scoring import ScoringSettings, retokenize_all, score_peer_responses
 from graft.methods import Method
 
 
@@ -53,16 +53,6 @@ class Group:
     prompt_index: int
     rows: list[Row]
     grafted: bool
-
-
-@dataclass(frozen=True)
-class ScoringSettings:
-    """How a receiver scores transferred responses with its behaviour policy."""
-
-    temperature: float = 1.0
-    """Log-probs from logits / temperature, as the receiver samples."""
-    micro_batch: int = 64
-    """Responses per forward pass at most."""
 
 
 @dataclass
@@ -156,7 +146,7 @@ def build_groups(
     own_prompts = [receiver.encode(text) for text in prompt_texts]
 
     def own_row(g: int, i: int, advantage: float) -> Row:
-        return Row(own_prompts[g], own.token_ids[g][i], own.logprobs[g][i], advantage)
+        return Row(own_prompts[g], own.token_ids[g][i], own.behaviour_logprobs(g, i), advantage)
 
     if peer is None or selected is None:
         return [
@@ -248,15 +238,18 @@ def _score(
     texts = [prompt_texts[g] for g, _ in flat]
     responses = [peer.texts[g][i] for g, i in flat]
     eos = [not peer.truncated[g][i] for g, i in flat]
-    src_mean = torch.tensor([peer.mean_logprob(g, i) for g, i in flat], dtype=torch.float32)
+    hacpo = method.update == "hacpo"
+    # HACPO's official code takes the source's log-probs from its training model and cuts re-tokenized
+    # responses to the receiver's limit; GRAFT's gate uses the generation log-probs (DESIGN.md section 10).
+    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
+    limit = scoring.max_response_tokens if hacpo else None
     if (method.gate == "compat" or method.update == "clipped") and flat:
         p_ids, r_ids, old_logps, recv_mean = score_peer_responses(
-            receiver, texts, responses, eos, scoring.temperature, scoring.micro_batch, world
+            receiver, texts, responses, eos, scoring.temperature, scoring.micro_batch, world, limit
         )
         return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean)
-    pairs = [retokenize(receiver, t, r, e) for t, r, e in zip(texts, responses, eos, strict=True)]
-    r_ids = [r for _, r in pairs]
-    return _Scored([p for p, _ in pairs], r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean)
+    p_ids, r_ids = retokenize_all(receiver, texts, responses, eos, limit)
+    return _Scored(p_ids, r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean)
 
 
 def _weights(method: Method, scored: _Scored, generator: torch.Generator, stats: ExchangeStats) -> torch.Tensor:

@@ -25,6 +25,9 @@ class Learner:
     capability: CapabilityTracker = field(default_factory=CapabilityTracker)
     separate_rollout: bool = False
     """The rollout backend samples from its own copy of the weights, refreshed after every step."""
+    recompute_old_logprobs: bool = False
+    """Own responses' old log-probs come from a training forward pass, not the rollout engine
+    (``train.old_logprobs``)."""
 
 
 def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> tuple[RolloutBackend, bool]:
@@ -73,4 +76,5 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
     optimizer = torch.optim.AdamW(
         policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
     )
-    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window), separate)
+    recompute = t.old_logprobs == "recompute" or (t.old_logprobs == "auto" and separate)
+    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window), separate, recompute)

@@ -17,6 +17,7 @@ from graft.data.records import StepRecords
 from graft.engine.distributed import World
 from graft.engine.reward import Grader, Grades
 from graft.engine.rollout import Sample
+from graft.engine.scoring import ScoringSettings, score_responses
 from graft.seeding import derive
 from graft.train.learner import Learner
 
@@ -55,10 +56,38 @@ def _sample_and_grade(
     return [group for group, _ in ordered], Grades(rewards, int(timeouts), int(unparsed)), timings
 
 
+def _trained_logprobs(
+    learner: Learner, batch: list[Problem], samples: list[list[Sample]], scoring: ScoringSettings, world: World
+) -> list[list[list[float]]]:
+    """The sampled tokens' log-probs under the training model (verl's old-log-prob recompute), so that own and
+    peer tokens share one behaviour policy and rho = 1 before the first update (Sec. 4.2)."""
+    policy, n = learner.policy, len(samples[0]) if samples else 0
+    prompts = [policy.encode(policy.prompt_text(p.problem)) for p in batch]
+    flat = [(g, s) for g, group in enumerate(samples) for s in group]
+    logps, _ = score_responses(
+        policy,
+        [prompts[g] for g, _ in flat],
+        [s.token_ids for _, s in flat],
+        scoring.temperature,
+        scoring.micro_batch,
+        world,
+    )
+    return [logps[g * n : (g + 1) * n] for g in range(len(samples))]
+
+
 def rollout_step(
-    learner: Learner, step: int, batch: list[Problem], *, n: int, seed: int, grader: Grader, world: World
+    learner: Learner,
+    step: int,
+    batch: list[Problem],
+    *,
+    n: int,
+    seed: int,
+    grader: Grader,
+    scoring: ScoringSettings,
+    world: World,
 ) -> tuple[StepRecords, dict]:
-    """The learner's step records (GRPO advantages on its own groups, Eq. 1) and its rollout metrics."""
+    """The learner's step records (GRPO advantages on its own groups, Eq. 1) and its rollout metrics; with the
+    learner's ``recompute_old_logprobs``, also the training forward's log-probs of the sampled tokens."""
     samples, grades, timings = _sample_and_grade(learner, step, batch, n, seed, grader, world)
     rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), n)
     records = StepRecords(
@@ -72,6 +101,10 @@ def rollout_step(
         advantages=group_advantages(rewards),
         truncated=[[s.truncated for s in group] for group in samples],
     )
+    if learner.recompute_old_logprobs:
+        t0 = time.perf_counter()
+        records.trained_logprobs = _trained_logprobs(learner, batch, samples, scoring, world)
+        timings["recompute_s"] = time.perf_counter() - t0
     lengths = [len(s.token_ids) for group in samples for s in group]
     k = success_counts(rewards)
     info = {

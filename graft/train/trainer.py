@@ -21,11 +21,12 @@ from graft.data.problems import Problem, batch_indices, load_problems
 from graft.data.records import StepRecords, write_step
 from graft.engine.distributed import SINGLE, World, full_state_dict
 from graft.engine.reward import Grader
+from graft.engine.scoring import ScoringSettings
 from graft.errors import ConfigError
 from graft.results import RunDir, write_text
 from graft.seeding import generator
 from graft.train import checkpoint
-from graft.train.exchange import Group, ScoringSettings, build_groups
+from graft.train.exchange import Group, Row, build_groups
 from graft.train.learner import Learner, make_learner
 from graft.train.peers import ArchivePeer, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
@@ -47,6 +48,8 @@ class Trainer:
         self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
         self.learners = [make_learner(name, self.cfg, self.method, world) for name in req.models]
         self.peer = self._peer()
+        t = self.cfg.train
+        self.scoring = ScoringSettings(t.temperature, t.micro_batch, t.max_response_tokens)
         self.start_step = 0
 
     def _peer(self) -> NoPeer | LivePair | ArchivePeer:
@@ -67,7 +70,14 @@ class Trainer:
         records, infos = {}, {}
         for learner in self.learners:
             records[learner.name], infos[learner.name] = rollout_step(
-                learner, step, batch, n=self.method.n, seed=self.req.seed, grader=self.grader, world=self.world
+                learner,
+                step,
+                batch,
+                n=self.method.n,
+                seed=self.req.seed,
+                grader=self.grader,
+                scoring=self.scoring,
+                world=self.world,
             )
             if self.world.is_main:
                 write_step(records[learner.name], self.run_dir.trajectories(learner.name))
@@ -113,7 +123,7 @@ class Trainer:
             selected=view.selected if view else None,
             prompt_texts=[learner.policy.prompt_text(p.problem) for p in batch],
             generator=generator(self.req.seed, "admit", step, learner.name),
-            scoring=ScoringSettings(self.cfg.train.temperature, self.cfg.train.micro_batch),
+            scoring=self.scoring,
             omega_own_peer=omega_own_peer,
             world=self.world,
         )
@@ -126,17 +136,14 @@ class Trainer:
         return groups, info
 
     def _update(self, learner: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
-        """The step's optimizer updates, one per minibatch of whole groups, in the method's order (peer-last)."""
-        grafted = torch.tensor([g.grafted for g in groups], dtype=torch.bool)
+        """The step's optimizer updates, one per minibatch, in the method's order (peer-last for GRAFT)."""
         num = self.method.minibatches or self.cfg.train.minibatches
-        order = minibatch_order(grafted, num, self.method.order, generator(self.req.seed, "order", step, learner.name))
         settings = UpdateSettings.from_train(self.cfg.train)
         totals, peer_positions = UpdateTotals(), []
-        for m, chunk in enumerate(order):
-            members = [groups[gi] for gi in chunk.tolist()]
-            if any(g.grafted for g in members):
+        minibatches = self._minibatches(groups, num, step, learner.name)
+        for m, rows in enumerate(minibatches):
+            if any(r.is_peer for r in rows):
                 peer_positions.append(m)
-            rows = [row for g in members for row in g.rows]
             totals.add(
                 minibatch_update(
                     self.method,
@@ -152,7 +159,7 @@ class Trainer:
             )
         if learner.separate_rollout:
             learner.rollout.load_weights(full_state_dict(learner.policy.model, self.world))
-        updates = max(len(order), 1)
+        updates = max(len(minibatches), 1)
         fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
         return {
             "loss": totals.loss / updates,
@@ -162,9 +169,21 @@ class Trainer:
             "clip_frac_peer": fraction(totals.clipped_tokens_peer, totals.tokens_peer),
             "tokens_own": int(totals.tokens_own),
             "tokens_peer": int(totals.tokens_peer),
-            "updates": len(order),
+            "updates": len(minibatches),
             "peer_minibatch_positions": peer_positions,
         }
+
+    def _minibatches(self, groups: list[Group], num: int, step: int, name: str) -> list[list[Row]]:
+        """The step's minibatches in update order: whole groups placed as the method's order says, or, for
+        ``self_first``, single responses (own ones first)."""
+        gen = generator(self.req.seed, "order", step, name)
+        if self.method.order == "self_first":
+            rows = [row for g in groups for row in g.rows]
+            is_peer = torch.tensor([r.is_peer for r in rows], dtype=torch.bool)
+            return [[rows[i] for i in chunk.tolist()] for chunk in minibatch_order(is_peer, num, "self_first", gen)]
+        grafted = torch.tensor([g.grafted for g in groups], dtype=torch.bool)
+        order = minibatch_order(grafted, num, self.method.order, gen)
+        return [[row for gi in chunk.tolist() for row in groups[gi].rows] for chunk in order]
 
     def run(self, log=lambda fields: None):
         """Train (or resume) to ``req.steps``, checkpointing on the way; returns the metrics file."""

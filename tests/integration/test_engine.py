@@ -19,10 +19,10 @@ from graft.data.records import read_step
 from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout
-from graft.engine.scoring import retokenize, score_peer_responses
+from graft.engine.scoring import ScoringSettings, retokenize, score_peer_responses
 from graft.methods import get_method
 from graft.seeding import generator
-from graft.train.exchange import ScoringSettings, build_groups, select_prompts
+from graft.train.exchange import build_groups, select_prompts
 from graft.train.request import TrainRequest
 from graft.train.trainer import Trainer
 

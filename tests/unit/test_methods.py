@@ -16,9 +16,10 @@ HACPO_UPDATE = {
     "update": "hacpo",
     "gate": "none",
     "kl_coef": 1e-3,
-    "minibatches": 2,
+    "minibatches": 4,
+    "order": "self_first",
 }
-SGT_UPDATE = {"transfer": "one_success", "keep_own": True, "update": "nll", "gate": "none"}
+SGT_UPDATE = {"transfer": "one_success", "keep_own": True, "update": "nll", "gate": "none", "order": "prompt"}
 
 # The switches that differ from Method()'s defaults, for every row the paper reports.
 EXPECTED = {

@@ -69,3 +69,18 @@ def test_groups_whole_and_peer_position(flags, m, order):
     else:
         last_peer = len(has_peer) - 1 - has_peer[::-1].index(True) if any(has_peer) else -1
         assert all(has_peer[: last_peer + 1])
+
+
+def test_prompt_order_ignores_where_the_peer_is():
+    is_peer = torch.tensor([False, True, False, False, True, False])
+    assert as_lists(minibatch_order(is_peer, 3, "prompt")) == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_self_first_hacpo_official_layout():
+    """HACPO's trainer: 128 prompts x (8 own + 8 peer) responses, own first, 512-response minibatches -> two
+    own-only updates, then two peer-only ones (here 4 prompts x (2 + 2))."""
+    is_peer = torch.tensor([False, False, True, True] * 4)  # responses of each prompt: own, own, peer, peer
+    chunks = as_lists(minibatch_order(is_peer, 4, "self_first"))
+    assert chunks == [[0, 1, 4, 5], [8, 9, 12, 13], [2, 3, 6, 7], [10, 11, 14, 15]]
+    assert [bool(is_peer[c].all()) for c in chunks] == [False, False, True, True]
+    assert [bool(is_peer[c].any()) for c in chunks] == [False, False, True, True]
