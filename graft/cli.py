@@ -58,6 +58,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         peer_archive=args.peer_archive,
         resume=args.resume,
         eval_dir=args.eval_dir,
+        force_unlock=args.force_unlock,
     )
     _set_threads(args.threads)
     world = init_world()
@@ -191,7 +192,10 @@ def _add_training(sub) -> None:
     train.add_argument("--out", type=Path, required=True, help="run directory: metrics, trajectories, checkpoints")
     train.add_argument("--steps", type=int, help="override train.steps")
     train.add_argument("--peer-archive", type=Path, help="trajectory directory of the peer's GRPO run (replay)")
-    train.add_argument("--resume", action="store_true", help="continue from the last complete checkpoint")
+    train.add_argument("--resume", action="store_true", help="continue from the last intact checkpoint")
+    train.add_argument(
+        "--force-unlock", action="store_true", help="take over a run lock held by a process on another host"
+    )
     train.add_argument("--threads", type=int, help="torch CPU threads")
     train.add_argument("--eval-dir", type=Path, help="evaluate each checkpoint as it is saved, into this directory")
     train.set_defaults(func=_cmd_train)

@@ -76,6 +76,10 @@ class TrainSpec:
     checkpoint_every: int = 5
     """Save model, optimizer, sampler position and RNG states every this many steps (and at the end)."""
 
+    resumable_checkpoints: int = 2
+    """How many of the newest checkpoints keep their optimizer state; a resume falls back to an older one when
+    the newest fails its manifest check. Older checkpoints keep only the models (what evaluation reads)."""
+
     micro_batch: int = 64
     """Responses per forward pass at most; gradients are accumulated, so this changes memory, not the
     optimisation."""
@@ -215,7 +219,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         t = self.train
-        for name in ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "micro_batch"):
+        counts = ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "resumable_checkpoints")
+        for name in (*counts, "micro_batch"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
         if t.micro_batch_tokens is not None and t.micro_batch_tokens < 1:

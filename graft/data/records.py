@@ -103,7 +103,9 @@ def read_step(directory: str | Path, step: int) -> StepRecords:
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as err:
-        raise ConfigError(f"archive: {str(path)!r} is not a readable Parquet file ({type(err).__name__})") from None
+        raise ConfigError(
+            f"archive: step {step}: {str(path)!r} is not a readable Parquet file ({type(err).__name__})"
+        ) from None
     missing = [f.name for f in SCHEMA if f.name not in table.column_names]
     if missing:
         raise ConfigError(f"archive: {str(path)!r} lacks column {missing[0]!r}; expected {', '.join(SCHEMA.names)}")

@@ -53,6 +53,33 @@ def clean_answer(answer: str) -> str:
     return text
 
 
+MAX_ANSWER_CHARS = 1000
+"""Longer boxed answers score 0 without parsing (the longest reference answer in the benchmarks has 58)."""
+MAX_BRACE_DEPTH = 32
+"""Deeper nesting scores 0 without parsing (references nest at most 2 deep)."""
+_TOWER = re.compile(r"\d\s*\^\s*\{?\s*\(?\s*\d+\s*\)?\s*\^\s*\{?\s*\(?\s*\d")
+
+
+def too_costly(answer: str) -> str | None:
+    """Why an answer is refused before math-verify sees it, or None. Each of these inputs can hold a parser or
+    sympy in C code that no alarm interrupts (a 100 kB string, thousands of nested braces, a numeric power
+    tower such as 9^{9^{9}}), so that a flood of them would cost the grader's full deadline per item."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return "long"
+    depth = deepest = 0
+    for char in answer:
+        if char == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == "}":
+            depth -= 1
+    if deepest > MAX_BRACE_DEPTH:
+        return "nested"
+    if _TOWER.search(answer):
+        return "tower"
+    return None
+
+
 def _closing_brace(text: str, opener: str) -> int:
     """Index of the brace that closes ``opener``'s brace at the start of text, or -1."""
     depth = 0
@@ -93,7 +120,7 @@ def math_reward(response: str, gold: str, timeout: int = 5) -> float:
     from math_verify import parse, verify
 
     answer = last_boxed(response)
-    if answer is None:
+    if answer is None or too_costly(answer):
         return 0.0
     answer = clean_answer(answer)
     try:
@@ -122,6 +149,8 @@ class Grades:
     """Items that hit the hard deadline (scored 0)."""
     unparsed: int
     """Responses without a final boxed answer (scored 0)."""
+    refused: int = 0
+    """Math answers refused unparsed as too costly to verify (``too_costly``; scored 0)."""
 
 
 class Grader:
@@ -149,21 +178,26 @@ class Grader:
         unparsed = sum(last_boxed(r) is None for r in responses)
         if self.kind == "toy":
             return Grades([toy_reward(r, g) for r, g in zip(responses, golds, strict=True)], 0, unparsed)
+        answers = [last_boxed(r) for r in responses]
+        costly = [a is not None and too_costly(a) is not None for a in answers]
+        work = [i for i, c in enumerate(costly) if not c and answers[i] is not None]
+        rewards = [0.0] * len(responses)
+        if not work:
+            return Grades(rewards, 0, unparsed, sum(costly))
         pool = self._get_pool()
         per_item = max(1, math.ceil(self.timeout))
-        pending = [pool.apply_async(_math_worker, ((r, g, per_item),)) for r, g in zip(responses, golds, strict=True)]
+        pending = [pool.apply_async(_math_worker, ((responses[i], golds[i], per_item),)) for i in work]
         deadline = self.timeout * (math.ceil(len(pending) / self.workers) + 1)
         end = time.monotonic() + deadline
-        rewards, timeouts = [], 0
-        for result in pending:
+        timeouts = 0
+        for i, result in zip(work, pending, strict=True):
             try:
-                rewards.append(float(result.get(timeout=max(0.0, end - time.monotonic()))))
+                rewards[i] = float(result.get(timeout=max(0.0, end - time.monotonic())))
             except multiprocessing.TimeoutError:
-                rewards.append(0.0)
                 timeouts += 1
         if timeouts:
             self.close()
-        return Grades(rewards, timeouts, unparsed)
+        return Grades(rewards, timeouts, unparsed, sum(costly))
 
     def close(self) -> None:
         if self._pool is not None:

@@ -1,16 +1,21 @@
 """Checkpoints of a training run: save, find the newest resumable one, restore, prune.
 
-A checkpoint holds each model as a ``from_pretrained`` directory (what evaluation reads), and in the newest one
-also the state a resume needs: the optimizer (``optimizer.pt``, or a sharded run's model and optimizer shards
-under ``sharded/``), the HACPO capability trackers and the RNG states (``state.json``). It is written to a
-temporary directory and renamed, so it is complete or absent; a resumed run ends as an uninterrupted one would.
+A checkpoint holds each model as a ``from_pretrained`` directory (what evaluation reads), and in the newest
+``train.resumable_checkpoints`` ones also the state a resume needs: the optimizer (``optimizer.pt``, or a sharded
+run's model and optimizer shards under ``sharded/``), the HACPO capability trackers and the RNG states
+(``state.json``). It is written to a temporary directory and renamed, so it is complete or absent, and its
+``manifest.json`` (every file's size and sha256), written last, lets a resume detect damage done later (a
+truncated or deleted file) and fall back to the newest intact checkpoint. A resumed run ends as an uninterrupted
+one would.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +24,7 @@ import torch
 from graft.engine.distributed import World, full_state_dict, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
-from graft.results import RunDir, begin_dir, commit_dir, temp_dir
+from graft.results import RunDir, begin_dir, commit_dir, parse_step, temp_dir, trajectory_file, write_text
 from graft.train.learner import Learner
 
 
@@ -46,9 +51,65 @@ def _set_rng_state(state: dict) -> None:
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
-def save(run: RunDir, next_step: int, learners: list[Learner], world: World, dtypes: dict[str, str]) -> None:
-    """Write the checkpoint of ``next_step`` and drop the resume state of older ones. ``dtypes``: each model's
-    configured dtype, in which a sharded run exports its float32 master weights."""
+MANIFEST = "manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(ckpt: Path) -> None:
+    """Every file of the checkpoint with its size and sha256, written last."""
+    files = {
+        str(f.relative_to(ckpt)): {"size": f.stat().st_size, "sha256": _sha256(f)}
+        for f in sorted(ckpt.rglob("*"))
+        if f.is_file() and f.name != MANIFEST
+    }
+    (ckpt / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+
+
+def damage(ckpt: Path) -> str | None:
+    """What is wrong with a checkpoint against its manifest (first problem found), or None when intact. Files of
+    the resume state that pruning removed on purpose are not damage; ``latest`` asks for those separately."""
+    try:
+        files = json.loads((ckpt / MANIFEST).read_text())["files"]
+    except FileNotFoundError:
+        return f"no {MANIFEST}"
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return f"{MANIFEST} is unreadable"
+    for name, want in files.items():
+        path = ckpt / name
+        if not path.is_file():
+            if _pruned(name):
+                continue
+            return f"{name} is missing"
+        size = path.stat().st_size
+        if size != want["size"]:
+            return f"{name} has {size} bytes, the manifest says {want['size']}"
+        if _sha256(path) != want["sha256"]:
+            return f"{name} does not match its sha256"
+    return None
+
+
+def _pruned(name: str) -> bool:
+    parts = Path(name).parts
+    return len(parts) >= 2 and (parts[1] == "optimizer.pt" or parts[1] == "sharded")
+
+
+def save(
+    run: RunDir,
+    next_step: int,
+    learners: list[Learner],
+    world: World,
+    dtypes: dict[str, str],
+    keep_resumable: int = 2,
+) -> None:
+    """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``.
+    ``dtypes``: each model's configured dtype, in which a sharded run exports its float32 master weights."""
     final = run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
@@ -73,37 +134,50 @@ def save(run: RunDir, next_step: int, learners: list[Learner], world: World, dty
             **_rng_state(),
         }
         (tmp / "state.json").write_text(json.dumps(state))
+    world.barrier()  # every process's shards are on disk before the manifest lists them
+    if world.is_main:
+        write_manifest(tmp)
         commit_dir(tmp, final)
-        _prune(run, final, [learner.name for learner in learners])
+        _prune(run, keep_resumable, [learner.name for learner in learners])
     world.barrier()
 
 
-def _prune(run: RunDir, keep: Path, models: list[str]) -> None:
-    """Only the newest checkpoint is resumed from, so older ones keep their models (for evaluation) and lose
-    their optimizer state: at the paper's scale that is about 50 GB per model and checkpoint."""
-    for ckpt in run.checkpoints():
-        if ckpt == keep:
-            continue
+def _prune(run: RunDir, keep: int, models: list[str]) -> None:
+    """Older checkpoints keep their models (for evaluation) and lose their optimizer state (at the paper's scale
+    about 50 GB per model and checkpoint); the newest ``keep`` stay resumable, so that a resume can fall back
+    when the newest is damaged."""
+    for ckpt in run.checkpoints()[:-keep]:
         for model in models:
             single, sharded = resume_state(ckpt, model)
             single.unlink(missing_ok=True)
             shutil.rmtree(sharded, ignore_errors=True)
 
 
-def latest(run: RunDir, models: list[str]) -> Path | None:
-    """The newest complete checkpoint that still holds the state a resume needs."""
+def latest(run: RunDir, models: list[str], say=lambda line: None) -> Path | None:
+    """The newest checkpoint that holds the state a resume needs and matches its manifest; each newer one that
+    does not is named with the reason through ``say``."""
+    skipped = None
     for ckpt in reversed(run.checkpoints()):
-        if (ckpt / "state.json").is_file() and all(
+        resumable = (ckpt / "state.json").is_file() and all(
             any(path.exists() for path in resume_state(ckpt, model)) for model in models
-        ):
+        )
+        problem = damage(ckpt) if resumable else "no resume state (pruned)"
+        if problem is None:
+            if skipped is not None:
+                say(f"resume: falling back to {ckpt.name}")
             return ckpt
+        say(f"resume: checkpoint {ckpt.name} is not usable: {problem}")
+        skipped = ckpt
+    if skipped is not None:
+        say("resume: no intact checkpoint; starting over")
     return None
 
 
 def restore(run: RunDir, learners: list[Learner], world: World) -> int:
-    """Load the newest resumable checkpoint into ``learners`` and the RNGs; returns the step to continue from
-    (0 with none: the run starts over)."""
-    ckpt = latest(run, [learner.name for learner in learners])
+    """Load the newest intact resumable checkpoint into ``learners`` and the RNGs; returns the step to continue
+    from (0 with none: the run starts over). Falling back is said on stderr by process 0."""
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
+    ckpt = latest(run, [learner.name for learner in learners], say)
     if ckpt is None:
         return 0
     state = json.loads((ckpt / "state.json").read_text())
@@ -139,10 +213,25 @@ def _load_single(learner: Learner, ckpt: Path) -> None:
     learner.optimizer.load_state_dict(torch.load(resume_state(ckpt, learner.name)[0], weights_only=True))
 
 
-def truncate_metrics(run: RunDir, next_step: int) -> None:
-    """Drop the metric rows of steps at or after ``next_step`` (they will be redone)."""
-    if not run.metrics.exists():
-        return
-    lines = run.metrics.read_text().splitlines()
-    kept = [line for line in lines if line and json.loads(line)["step"] < next_step]
-    run.metrics.write_text("".join(line + "\n" for line in kept))
+def _step_of(line: str, default: int) -> int:
+    """A metric row's step; a torn last line (the process was killed while appending) counts as ``default``."""
+    try:
+        return int(json.loads(line)["step"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return default
+
+
+def trim_after(run: RunDir, next_step: int, models: list[str]) -> None:
+    """Drop what was written for steps at or after ``next_step`` (they will be redone): metric rows, trajectory
+    records and newer (damaged or unusable) checkpoints, so that no step appears twice."""
+    if run.metrics.exists():
+        kept = [line for line in run.metrics.read_text().splitlines() if _step_of(line, next_step) < next_step]
+        write_text(run.metrics, "".join(line + "\n" for line in kept))
+    for model in models:
+        for path in sorted(run.trajectories(model).glob("*.parquet")):
+            step = parse_step(path.name)
+            if step is not None and step >= next_step and path == trajectory_file(run.trajectories(model), step):
+                path.unlink()
+    for ckpt in run.checkpoints():
+        if parse_step(ckpt.name) > next_step:
+            shutil.rmtree(ckpt)

@@ -26,6 +26,8 @@ class TrainRequest:
     eval_dir: Path | None = None
     """Evaluate each checkpoint as it is saved, into <eval_dir>/<model>/step_NNNNN.json (saves a process start
     and a model load per checkpoint on a CPU; a cluster evaluates in separate GPU jobs instead)."""
+    force_unlock: bool = False
+    """Take over a run lock held by a process on another host (which this host cannot see)."""
 
 
 def validate_request(req: TrainRequest) -> None:

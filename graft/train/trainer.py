@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from contextlib import nullcontext
 
 import torch
 
@@ -28,6 +29,7 @@ from graft.seeding import generator
 from graft.train import checkpoint
 from graft.train.exchange import Group, Row, build_groups
 from graft.train.learner import Learner, make_learner
+from graft.train.lock import RunLock
 from graft.train.peers import ArchivePeer, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
 from graft.train.sampling import grade_in_shares, rollout_step
@@ -186,9 +188,14 @@ class Trainer:
         return [[row for gi in chunk.tolist() for row in groups[gi].rows] for chunk in order]
 
     def run(self, log=lambda fields: None):
-        """Train (or resume) to ``req.steps``, checkpointing on the way; returns the metrics file."""
+        """Train (or resume) to ``req.steps``, checkpointing on the way, holding the run directory's lock;
+        returns the metrics file."""
+        self.run_dir.root.mkdir(parents=True, exist_ok=True)
+        with RunLock(self.run_dir.root, self.req.force_unlock) if self.world.is_main else nullcontext():
+            return self._run(log)
+
+    def _run(self, log):
         run, main = self.run_dir, self.world.is_main
-        run.root.mkdir(parents=True, exist_ok=True)
         meta = {
             "method": self.method.to_dict(),
             "models": self.req.models,
@@ -207,12 +214,11 @@ class Trainer:
             run.done.unlink(missing_ok=True)
             if not self.req.resume:
                 shutil.rmtree(run.checkpoint_root, ignore_errors=True)
-                run.metrics.unlink(missing_ok=True)
         self.world.barrier()
         if self.req.resume:
             self.start_step = checkpoint.restore(run, self.learners, self.world)
-            if main:  # the steps after the checkpoint are redone
-                checkpoint.truncate_metrics(run, self.start_step)
+        if main:  # what a previous run wrote for the steps to come is redone
+            checkpoint.trim_after(run, self.start_step, self.req.models)
         if main:
             run.run_json.write_text(json.dumps(meta, indent=2) + "\n")
         every = self.cfg.train.checkpoint_every
@@ -225,7 +231,8 @@ class Trainer:
                         handle.writelines(json.dumps(row) + "\n" for row in rows)
                     log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
-                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes)
+                    keep = self.cfg.train.resumable_checkpoints
+                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes, keep)
             if self.req.eval_dir is not None:
                 from graft.eval.evaluate import Evaluator, evaluate_run
 

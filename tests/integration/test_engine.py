@@ -203,9 +203,9 @@ def test_kill_and_resume_ends_as_an_uninterrupted_run(forced_world, tmp_path, mo
     assert len(metrics(killed)) == 6  # steps 0-2 logged; the last checkpoint is at 2
     run(forced_world, killed, steps=4, resume=True).run(log=lambda _: None)
     assert metrics(killed) == metrics(whole)
-    # only the newest checkpoint keeps the optimizer state a resume needs
+    # the newest two checkpoints keep the optimizer state a resume needs (train.resumable_checkpoints)
     assert (killed / "checkpoints" / "step_00004" / "A" / "optimizer.pt").is_file()
-    assert not (killed / "checkpoints" / "step_00002" / "A" / "optimizer.pt").exists()
+    assert (killed / "checkpoints" / "step_00002" / "A" / "optimizer.pt").is_file()
     for m in "AB":
         from safetensors.torch import load_file
 
@@ -218,7 +218,9 @@ def test_resume_without_resume_state_starts_over(forced_world, tmp_path):
     out = tmp_path / "run"
     run(forced_world, out, steps=3).run(log=lambda _: None)
     before = metrics(out)
-    shutil.rmtree(out / "checkpoints" / "step_00003")  # step 2 kept its model but not its optimizer state
+    shutil.rmtree(out / "checkpoints" / "step_00003")
+    for m in "AB":  # step 2 keeps its model but loses its optimizer state
+        (out / "checkpoints" / "step_00002" / m / "optimizer.pt").unlink()
     (out / "done.json").unlink()
     run(forced_world, out, steps=3, resume=True).run(log=lambda _: None)
     assert metrics(out) == before  # redone from step 0, with no duplicated rows

@@ -1,0 +1,179 @@
+"""Reliability of a run directory (issue 14): one owner at a time, damage detected and survived."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from graft.cli import main
+from graft.config import load_config
+from graft.data.records import read_step
+from graft.errors import ConfigError
+from graft.methods import get_method
+from graft.train.lock import LOCK_NAME, RunLock
+from graft.train.request import TrainRequest
+from graft.train.trainer import Trainer
+
+TIMING_KEYS = {"rollout_s", "reward_s", "scoring_s", "update_s", "step_time_s", "gpu_hours"}
+
+
+def metrics(out):
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+
+
+def train(world, out, steps=3, resume=False):
+    req = TrainRequest(load_config(world["config"]), get_method("graft"), ["A", "B"], 0, out, steps, resume=resume)
+    Trainer(req).run()
+
+
+def weights(out, step):
+    name = f"step_{step:05d}"
+    return {m: load_file(out / "checkpoints" / name / m / "model.safetensors") for m in "AB"}
+
+
+def same_weights(a, b):
+    return all(torch.equal(a[m][k], b[m][k]) for m in a for k in a[m])
+
+
+def cli_train(world, out, *extra):
+    argv = ["train", "--config", str(world["config"]), "--method", "graft", "--models", "A,B", "--seed", "0"]
+    return main([*argv, "--out", str(out), "--steps", "2", *extra])
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def write_lock(out, host, pid):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LOCK_NAME).write_text(json.dumps({"host": host, "pid": pid, "started": "2026-01-01T00:00:00+00:00"}))
+
+
+def test_a_live_holder_on_this_host_is_refused_with_one_line(forced_world, tmp_path, capsys):
+    out = tmp_path / "run"
+    write_lock(out, socket.gethostname(), os.getpid())
+    assert cli_train(forced_world, out) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"pid {os.getpid()}" in err and "in use" in err
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # nothing written
+
+
+def test_a_dead_holder_on_this_host_is_taken_over_and_the_lock_released(forced_world, tmp_path, capsys):
+    out = tmp_path / "run"
+    write_lock(out, socket.gethostname(), dead_pid())
+    assert cli_train(forced_world, out) == 0
+    assert "taking over the run lock" in capsys.readouterr().err
+    assert not (out / LOCK_NAME).exists() and (out / "done.json").is_file()
+
+
+def test_another_hosts_lock_is_respected_unless_forced(forced_world, tmp_path, capsys):
+    out = tmp_path / "run"
+    write_lock(out, "some-other-node", 12345)
+    assert cli_train(forced_world, out) == 2
+    assert "--force-unlock" in capsys.readouterr().err
+    assert cli_train(forced_world, out, "--force-unlock") == 0
+    assert not (out / LOCK_NAME).exists()
+
+
+def test_the_lock_is_exclusive_and_only_its_holder_releases_it(tmp_path):
+    with RunLock(tmp_path):
+        with pytest.raises(ConfigError, match="in use"):
+            RunLock(tmp_path).acquire()
+        RunLock(tmp_path).release()  # not the holder: the lock stays
+        assert (tmp_path / LOCK_NAME).is_file()
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_two_concurrent_trainers_on_one_directory(forced_world, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "graft.cli", "train", "--config", str(forced_world["config"]), "--method", "graft"]
+    cmd += ["--models", "A,B", "--seed", "0", "--out", str(out), "--steps", "3", "--threads", "1"]
+    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    refusal = next(err for code, err in results if code == 2)
+    assert "in use by a run on" in refusal and refusal.count("\n") == 1
+    steps = [(r["step"], r["model"]) for r in metrics(out)]
+    assert steps == [(s, m) for s in range(3) for m in "AB"]  # no interleaved or duplicated rows
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(forced_world, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "run"
+    train(forced_world, out)
+    return out
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda c: _truncate(c / "A" / "model.safetensors"), "A/model.safetensors has"),
+        (lambda c: (c / "B" / "optimizer.pt").unlink(), "no resume state"),
+        (lambda c: (c / "state.json").unlink(), "no resume state"),
+        (lambda c: (c / "manifest.json").unlink(), "no manifest.json"),
+        (lambda c: (c / "A" / "config.json").write_text("{}"), "A/config.json has"),
+    ],
+)
+def test_resume_falls_back_from_a_damaged_newest_checkpoint(
+    forced_world, tmp_path, uninterrupted, capsys, damage, reason
+):
+    out = tmp_path / "run"
+    shutil.copytree(uninterrupted, out)
+    damage(out / "checkpoints" / "step_00003")
+    (out / "done.json").unlink()
+    train(forced_world, out, resume=True)
+    said = capsys.readouterr().err
+    assert f"checkpoint step_00003 is not usable: {reason}" in said and "falling back to step_00002" in said
+    assert metrics(out) == metrics(uninterrupted)  # step 2 redone once, no duplicate rows
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+
+
+def test_with_no_intact_checkpoint_the_run_starts_over(forced_world, tmp_path, uninterrupted, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(uninterrupted, out)
+    for ckpt in (out / "checkpoints").iterdir():
+        _truncate(ckpt / "B" / "model.safetensors")
+    train(forced_world, out, resume=True)
+    assert "no intact checkpoint; starting over" in capsys.readouterr().err
+    assert metrics(out) == metrics(uninterrupted)
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+
+
+def test_records_after_the_fallback_are_trimmed(forced_world, tmp_path, uninterrupted):
+    out = tmp_path / "run"
+    shutil.copytree(uninterrupted, out)
+    shutil.rmtree(out / "checkpoints" / "step_00003")
+    stale = out / "trajectories" / "A" / "step_00007.parquet"  # a record no step of this run will rewrite
+    shutil.copy(out / "trajectories" / "A" / "step_00002.parquet", stale)
+    with (out / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 2, "model": "A", "reward_')  # torn by a kill while appending
+    train(forced_world, out, resume=True)
+    assert not stale.exists()
+    assert metrics(out) == metrics(uninterrupted)
+
+
+def test_a_truncated_trajectory_file_is_refused_naming_file_and_step(uninterrupted, tmp_path):
+    directory = tmp_path / "A"
+    shutil.copytree(uninterrupted / "trajectories" / "A", directory)
+    path = directory / "step_00001.parquet"
+    _truncate(path)
+    with pytest.raises(ConfigError, match=r"archive: step 1: .*step_00001\.parquet.* is not a readable Parquet"):
+        read_step(directory, 1)
+    pq.read_table(directory / "step_00000.parquet")  # the others are untouched
