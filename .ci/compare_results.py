@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-TIMING = {"rollout_s", "reward_s", "scoring_s", "update_s", "step_time_s", "gpu_hours"}
+TIMING = {"rollout_s", "reward_s", "scoring_s", "recompute_s", "update_s", "step_time_s", "gpu_hours"}
 
 
 def metrics(root: Path) -> dict[str, list[dict]]:

@@ -4,6 +4,7 @@ the arguments fit together. Bad input exits with code 2 and one line on stderr (
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from pathlib import Path
@@ -288,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # every file is written beside its target and renamed, so nothing complete was lost
+        where = f" writing {err.filename}" if err.filename else ""
+        print(f"graft: error: no space left on the device{where}; free some, then rerun with --resume", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +109,56 @@ def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [(m["step"], m["model"]) for m in metrics] == [(s, m) for s in range(2) for m in ("smol", "qwen")]
     assert (run_dir / "checkpoints" / "step_00002").is_dir()
+
+
+def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(smoke, tmp_path):
+    """Kill one training job mid-run (SIGKILL, from its run lock's pid), then Snakemake itself with all it still
+    runs; unlock and rerun: finished cells are not redone, and every evaluation equals the uninterrupted run's."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke / "toy", results / "toy")
+    cells = job_counts(smk(results, "all", "--dry-run"))["train"]
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    cmd = [
+        tool("snakemake"),
+        "all",
+        "--cores",
+        "2",
+        "--configfile",
+        "config/smoke.yaml",
+        "--config",
+        f"results={results}",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 300
+        victim = None
+        while victim is None and time.monotonic() < deadline and proc.poll() is None:
+            for lock in results.glob("runs/*/*/seed*/.lock"):
+                with contextlib.suppress(OSError, ValueError):
+                    victim = (lock.parent, json.loads(lock.read_text())["pid"])
+                    break
+            time.sleep(0.01)
+        assert victim is not None, "no training job was seen running"
+        run_dir, pid = victim
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (run_dir / "done.json").exists()
+    finished = {p.parent: p.stat().st_mtime for p in results.glob("runs/*/*/seed*/done.json")}
+    smk(results, "--unlock")
+    counts = job_counts(smk(results, "all", "--rerun-incomplete", "--dry-run"))
+    assert counts["train"] == cells - len(finished)  # only the cells that had not finished
+    smk(results, "all", "--rerun-incomplete")
+    assert all(done.stat().st_mtime == mtime for done, mtime in ((d / "done.json", m) for d, m in finished.items()))
+    compare = run(sys.executable, ".ci/compare_results.py", smoke, results)
+    assert compare.returncode == 0, compare.stdout + compare.stderr
 
 
 def test_paper_config_dry_run_through_the_slurm_profile():
