@@ -63,3 +63,27 @@ timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config
 submitted=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/slurm.log" || true)
 echo "jobs submitted with sbatch: $submitted"
 python3 .ci/compare_results.py "$local_results" "$slurm_results"
+
+# A killed job, then a killed workflow: scancel one running training job, let Snakemake stop on the failure,
+# unlock and rerun; the outputs must equal the local run's all the same (issue 14).
+killed_results="$scratch/slurm_killed"
+snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_results" >"$scratch/killed.log" 2>&1 &
+workflow=$!
+job=""
+for _ in $(seq 1200); do
+    job=$(squeue -h -t R -o "%i %k" 2>/dev/null | awk '$2 ~ /^rule_train/ {print $1; exit}')
+    [ -n "$job" ] && break
+    sleep 0.5
+done
+[ -n "$job" ] || { echo "no running training job to cancel"; tail -30 "$scratch/killed.log"; exit 1; }
+sleep 2
+scancel "$job"
+echo "cancelled Slurm job $job mid-run"
+sleep 5
+kill -KILL "$workflow" 2>/dev/null || true
+wait "$workflow" 2>/dev/null || true
+scancel --user root 2>/dev/null || true
+snakemake --unlock --profile workflow/profiles/slurm-ci --config results="$killed_results" >/dev/null 2>&1
+timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_results" \
+    --rerun-incomplete >"$scratch/rerun.log" 2>&1 || { tail -50 "$scratch/rerun.log"; exit 1; }
+python3 .ci/compare_results.py "$local_results" "$killed_results"

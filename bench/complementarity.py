@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from needs import toy_world
 
 
 def main() -> None:
@@ -22,6 +23,7 @@ def main() -> None:
     parser.add_argument("--results", help="results directory holding toy/ (default: the config's)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "complementarity")
     args = parser.parse_args()
+    toy_world(args.config, args.results)
     config = yaml.safe_load(args.config.read_text())
     if args.results:
         config["results"] = args.results

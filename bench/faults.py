@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import yaml
+from needs import toy_world
 
 from graft.cli import main as graft_main
 from graft.config import load_config
@@ -411,14 +412,6 @@ class Campaign:
         self.record(f"memory over {steps} training steps", ["survived" if ok else "lost"], time.monotonic() - t0, note)
 
 
-def ensure_toy(config_path: Path) -> None:
-    config = load_config(config_path)
-    if Path(config.data.train).is_file() and all(Path(m.path).is_dir() for m in config.models.values()):
-        return
-    print(f"faults: building the toy world of {config_path} first", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "graft.cli", "toy", "build", "--config", str(config_path)], check=True)
-
-
 def table(rows: list[dict]) -> str:
     columns = ("fault", "trials", "survived", "lost", "hung", "seconds", "note")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -434,7 +427,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "faults.json")
     args = parser.parse_args()
     os.chdir(ROOT)
-    ensure_toy(args.config)
+    toy_world(args.config)
     with tempfile.TemporaryDirectory(prefix="graft-faults-") as tmp:
         campaign = Campaign(args.config, Path(tmp), args.trials, args.seed)
         campaign.reference()

@@ -222,6 +222,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--tiny", action="store_true", help="a tiny model on the CPU: checks the script only")
     args = parser.parse_args()
+    if not args.tiny and not torch.cuda.is_available():
+        raise SystemExit("gpu_check.py: no CUDA device here; run it on a GPU node (bench/gpu_check.sh), or --tiny")
     cfg = settings(args.tiny)
     world = start_world()
     results: dict = {

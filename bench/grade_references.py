@@ -11,6 +11,8 @@ import json
 import random
 from pathlib import Path
 
+from needs import require
+
 from graft.data.benchmarks import load_benchmark
 from graft.engine.reward import Grader, last_boxed
 
@@ -21,6 +23,7 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=root.parent / "shared" / "data" / "benchmarks")
     parser.add_argument("--out", type=Path, default=root / "bench" / "results" / "grade_references.json")
     args = parser.parse_args()
+    require(args.shared, "the benchmark directory", "a checkout with ../shared beside it, or --shared DIR")
     results = {}
     print(f"{'benchmark':<14} {'graded':>6} {'no box':>6} {'right':>7} {'swapped wrong':>14}")
     with Grader("math", timeout=5, workers=2) as grader:

@@ -7,7 +7,7 @@ last line, ``step ratio graft/grpo: R``; writes bench/results/step_cost.json. Pe
 maximum resident set size.
 
 Usage: python bench/step_cost.py [--config config/config.yaml] [--pair P1] [--steps 4] [--threads 2]
-Needs the toy models: graft toy build --config config/config.yaml
+Builds the toy world of the config first when it is missing (graft toy build --config config/config.yaml).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 import torch
+from needs import toy_world
 
-from graft.config import load_config
 from graft.methods import get_method
 from graft.results import write_text
 from graft.train.request import TrainRequest
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "step_cost.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    config = load_config(args.config)
+    config = toy_world(args.config)
     pair = args.pair or next(iter(config.pairs))
     a, b = config.pairs[pair]
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,7 +14,11 @@ rule report:
             caption="../workflow/report/summary.rst",
             category="Tables",
         ),
-        tables=list(map(str, REPORT.tables)),
+        tables=report(
+            list(map(str, REPORT.tables)),
+            caption="../workflow/report/tables.rst",
+            category="Tables",
+        ),
         figures=report(
             list(map(str, REPORT.figures)),
             caption="../workflow/report/figures.rst",

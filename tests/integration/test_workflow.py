@@ -79,6 +79,19 @@ def test_smoke_workflow_writes_every_table_and_figure(smoke):
     assert [p.name for p in evals] == ["step_00001.json", "step_00002.json"]
 
 
+def test_html_report_holds_every_table_and_figure_with_its_caption(smoke, tmp_path):
+    html = tmp_path / "report.html"
+    smk(smoke, "--report", html)
+    text = html.read_text()
+    outputs = [*(smoke / "report" / "tables").iterdir(), *(smoke / "report" / "figures").iterdir()]
+    assert len(outputs) > 10
+    for path in outputs:
+        assert path.name in text, path.name
+    for caption in sorted((ROOT / "workflow" / "report").glob("*.rst")):
+        first_words = " ".join(caption.read_text().split()[:6])
+        assert first_words in text, caption.name
+
+
 def test_second_run_does_nothing(smoke):
     out = smk(smoke, "all", "--dry-run")
     assert "Nothing to be done" in out.stdout + out.stderr

@@ -1,0 +1,39 @@
+"""What a benchmark needs before it measures anything: the toy world of its config (built here when missing, as
+``graft toy build`` would), or else one line that names the command making what is missing.
+
+The scripts import it as ``needs`` (``python bench/<script>.py`` puts bench/ on the path).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from graft.config import RunConfig, load_config
+
+
+def toy_world(config_path: Path, results: str | None = None) -> RunConfig:
+    """The config, after building its toy world (data and models) if a part of it is missing."""
+    config = load_config(config_path)
+    if config.toy is None:
+        return config
+    root = Path(results or config.results)
+    paths = [Path(config.data.train), *(Path(m.path) for m in config.models.values())]
+    if results is not None:
+        paths = [root / "toy" / "data" / "train.jsonl", *(root / "toy" / "models" / m for m in config.models)]
+    if all(p.exists() for p in paths):
+        return config
+    cmd = [sys.executable, "-m", "graft.cli", "toy", "build", "--config", str(config_path)]
+    if results is not None:
+        cmd += ["--out", str(root / "toy")]
+    print(f"{Path(sys.argv[0]).name}: the toy world is missing; building it: {' '.join(cmd[2:])}", file=sys.stderr)
+    subprocess.run(cmd, check=True)
+    return config
+
+
+def require(path: Path, what: str, command: str) -> Path:
+    """``path``, or exit with one line naming what is missing and the command that makes it."""
+    if not Path(path).exists():
+        raise SystemExit(f"{Path(sys.argv[0]).name}: {what} {str(path)!r} is missing; make it with: {command}")
+    return Path(path)
