@@ -14,12 +14,15 @@ import yaml
 from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
 from graft.methods import PRESETS, get_method, resolve_all
+from graft.progress import Progress
 from graft.results import ResultsTree, RunDir, write_text
+
+_PROGRESS = Progress()
 
 
 def _log_event(event: str, **fields) -> None:
-    """Progress as JSON Lines on stderr: a machine can read it and a person can follow it."""
-    print(json.dumps({"event": event, **fields}), file=sys.stderr, flush=True)
+    """Progress: JSON Lines on stderr (logs, Slurm), bars and lines on a terminal (graft.progress)."""
+    _PROGRESS.emit(event, **fields)
 
 
 def _set_threads(threads: int | None) -> None:
@@ -138,7 +141,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     jobs = _evaluation_jobs(args, config)
     _set_threads(args.threads)
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        evaluate_one = Evaluator(config, grader, args.seed)
+        evaluate_one = Evaluator(config, grader, args.seed, log=lambda **fields: _log_event("eval_benchmark", **fields))
         for model, checkpoint, out in jobs:
             result = evaluate_one(model, checkpoint, out)
             _log_event("evaluate", model=model, step=result["step"], average=round(result["average"], 4))

@@ -186,6 +186,19 @@ class WorkflowSpec:
 
 
 @dataclass(frozen=True)
+class LoggingSpec:
+    """Where a training run's metrics go besides ``metrics.jsonl`` (written always: the report reads it)."""
+
+    backends: list[Literal["jsonl", "tensorboard", "wandb"]] = field(default_factory=lambda: ["jsonl"])
+    """tensorboard: event files under ``<run>/tensorboard``; wandb: a Weights & Biases run (``WANDB_MODE=offline``
+    works without a network; files under ``<run>/wandb``). Each needs its package (the ``tracking`` extra)."""
+    wandb_project: str = "graft"
+    """The W&B project of every run of this config."""
+    wandb_entity: str | None = None
+    """The W&B team or user; None: the account's default."""
+
+
+@dataclass(frozen=True)
 class ReportSpec:
     paper_models: dict[str, str] = field(default_factory=dict)
     """Our model name -> the paper model it stands for (smollm3, qwen3, octothinker), to print paper values."""
@@ -216,6 +229,7 @@ class RunConfig:
     eval: EvalSpec | None = None
     workflow: WorkflowSpec = field(default_factory=WorkflowSpec)
     report: ReportSpec = field(default_factory=ReportSpec)
+    logging: LoggingSpec = field(default_factory=LoggingSpec)
 
     def __post_init__(self) -> None:
         t = self.train

@@ -34,11 +34,12 @@ def evaluate(
     seed: int = 0,
     batch_size: int = 256,
     rollout: RolloutBackend | None = None,
+    log=None,
 ) -> dict:
     """Sample k responses per problem of each benchmark and grade them; returns the JSON-ready result.
 
     ``rollout`` samples (vLLM at scale, set up with the same temperature, top-p and length); None: Hugging Face
-    ``generate`` on ``policy``."""
+    ``generate`` on ``policy``. ``log(**fields)`` hears of each benchmark done (``done`` of ``of``)."""
     rollout = rollout or HFRollout(policy, max_new_tokens, temperature, top_p, batch_size)
     result: dict = {
         "k": k,
@@ -62,6 +63,9 @@ def evaluate(
             "truncated_frac": sum(s.truncated for group in samples for s in group) / max(len(texts), 1),
             "per_problem": {p.id: [int(c) for c in row.tolist()] for p, row in zip(problems, correct, strict=True)},
         }
+        if log is not None:
+            score = round(result["benchmarks"][name]["pass@1"], 4)
+            log(benchmark=name, done=len(result["benchmarks"]), of=len(benchmarks), pass1=score)
     scores = [b["pass@1"] for b in result["benchmarks"].values()]
     result["average"] = sum(scores) / len(scores) if scores else None
     return result
@@ -95,6 +99,7 @@ def evaluate_to_file(
     step: int,
     seed: int = 0,
     rollout: RolloutBackend | None = None,
+    log=None,
 ) -> dict:
     """Evaluate ``policy`` (loaded from ``checkpoint``) on the config's benchmarks and validation set and write the
     result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks.
@@ -118,6 +123,7 @@ def evaluate_to_file(
         max_new_tokens=max_tokens,
         seed=seed,
         rollout=rollout,
+        log=log,
     )
     policy.model.train(was_training)
     if spec.validation:
@@ -143,14 +149,14 @@ class Evaluator:
     checkpoints of that model are loaded into it; otherwise Hugging Face ``generate`` (on a GPU when there is one).
     The training loop (in-train evaluation) and ``graft evaluate`` share it."""
 
-    def __init__(self, config: RunConfig, grader: Grader, seed: int = 0):
+    def __init__(self, config: RunConfig, grader: Grader, seed: int = 0, log=None):
         if config.eval is None:
             raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
         if config.scale.rollout == "vllm":
             from graft.engine.vllm import check_available
 
             check_available()
-        self.config, self.grader, self.seed = config, grader, seed
+        self.config, self.grader, self.seed, self.log = config, grader, seed, log
         self.engines: dict[str, RolloutBackend] = {}
 
     def __call__(self, model: str, checkpoint: Path, out: Path) -> dict:
@@ -167,7 +173,8 @@ class Evaluator:
         elif torch.cuda.is_available():
             policy.model.to("cuda")
         step = checkpoint_step(checkpoint)
-        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, self.seed, rollout)
+        log = None if self.log is None else (lambda **fields: self.log(model=model, checkpoint=step, **fields))
+        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, self.seed, rollout, log)
 
 
 def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, Path, Path]]:

@@ -128,7 +128,10 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
             raise ConfigError(f"toy model: {str(warmup_file)!r} is missing; run 'graft toy data' first")
         warmup = read_problems(warmup_file)
         for model in names:
-            progress = lambda step, loss, model=model: log("warmup", model=model, step=step, loss=round(loss, 4))  # noqa: E731
+            of = toy.models[model].steps
+            progress = lambda step, loss, model=model, of=of: log(  # noqa: E731
+                "warmup", model=model, step=step, of=of, loss=round(loss, 4)
+            )
             info = build_toy_model(
                 model, toy.models[model], config.models[model], warmup, root / "models" / model, toy.seed, progress
             )

@@ -26,6 +26,7 @@ from graft.engine.scoring import ScoringSettings
 from graft.errors import ConfigError
 from graft.results import RunDir, write_text
 from graft.seeding import generator
+from graft.tracking import Tracker, check_backends
 from graft.train import checkpoint
 from graft.train.exchange import Group, Row, build_groups
 from graft.train.learner import Learner, make_learner
@@ -39,6 +40,7 @@ from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
 class Trainer:
     def __init__(self, req: TrainRequest, world: World = SINGLE):
         validate_request(req)
+        check_backends(req.config.logging.backends)
         self.req, self.world, self.cfg, self.method = req, world, req.config, req.method
         self.run_dir = RunDir(req.out)
         self.problems: list[Problem] = load_problems(self.cfg.data.train, "data.train")
@@ -223,12 +225,14 @@ class Trainer:
             run.run_json.write_text(json.dumps(meta, indent=2) + "\n")
         every = self.cfg.train.checkpoint_every
         dtypes = {learner.name: self.cfg.models[learner.name].dtype for learner in self.learners}
+        tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
             for step in range(self.start_step, self.req.steps):
                 rows = self.step(step)
                 if main:
                     with run.metrics.open("a") as handle:
                         handle.writelines(json.dumps(row) + "\n" for row in rows)
+                    tracker.log(step, rows)
                     log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
                     keep = self.cfg.train.resumable_checkpoints
@@ -241,6 +245,8 @@ class Trainer:
                 )
         finally:
             self.grader.close()
+            if tracker is not None:
+                tracker.close()
         if main:
             self._write_done()
         self.world.barrier()
