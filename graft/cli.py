@@ -75,6 +75,24 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_archive_import(args: argparse.Namespace) -> int:
+    from graft.data.imports import import_archive
+
+    config = load_config(args.config)
+    manifest = import_archive(
+        config,
+        args.model,
+        args.format,
+        args.input,
+        args.out,
+        source=args.source_model,
+        min_match=args.min_match,
+        log=lambda **fields: _log_event("import_step", **fields),
+    )
+    _log_event("imported", steps=len(manifest["steps"]), matched=manifest["matched_prompts"], out=str(args.out))
+    return 0
+
+
 def _cmd_toy(args: argparse.Namespace) -> int:
     from graft.toy.build import build_world
 
@@ -224,6 +242,26 @@ def _add_toy(sub) -> None:
         cmd.set_defaults(func=_cmd_toy)
 
 
+def _add_archive(sub) -> None:
+    """archive import: another framework's rollout dumps as a trajectory archive for replay."""
+    archive = sub.add_parser("archive", help="trajectory archives for replay")
+    archive_sub = archive.add_subparsers(dest="archive_command", required=True)
+    imp = archive_sub.add_parser("import", help="convert a finished run's rollout dumps (verl, JSON Lines)")
+    imp.add_argument("--format", required=True, help="verl ({step}.jsonl: input, output, score) or jsonl")
+    imp.add_argument("--in", dest="input", type=Path, required=True, help="the dump directory")
+    imp.add_argument("--out", type=Path, required=True, help="archive directory to write (--peer-archive of replay)")
+    imp.add_argument("--config", type=Path, required=True, help="the config whose data.train the prompts match")
+    imp.add_argument("--model", required=True, help="the config's model that made the dump (its tokenizer)")
+    imp.add_argument(
+        "--source-model",
+        type=Path,
+        help="weights that score the responses: a model directory, or a directory of checkpoints (step_N/<model>, "
+        "global_step_N/actor/huggingface); default: the config's model",
+    )
+    imp.add_argument("--min-match", type=float, default=0.9, help="share of dumped prompts that must match")
+    imp.set_defaults(func=_cmd_archive_import)
+
+
 def _add_evaluation(sub) -> None:
     """evaluate, plan and report."""
     ev = sub.add_parser("evaluate", help="pass@1 of one checkpoint on the configured benchmarks")
@@ -279,7 +317,7 @@ def _add_data(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graft", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_training, _add_toy, _add_evaluation, _add_data):
+    for add in (_add_training, _add_toy, _add_archive, _add_evaluation, _add_data):
         add(sub)
     return parser
 

@@ -13,8 +13,13 @@ import sys
 
 from tqdm import tqdm
 
-COUNTED = {"step": ("train", "step"), "warmup": ("warm-up", "step"), "eval_benchmark": ("evaluate", "done")}
-"""Events that advance a bar: its label and the field that counts (a training step reports its index)."""
+COUNTED = {
+    "step": ("train", "step", 1),
+    "warmup": ("warm-up", "step", 0),
+    "eval_benchmark": ("evaluate", "done", 0),
+    "import_step": ("import", "step", 1),
+}
+"""Events that advance a bar: its label, the field that counts, and 1 where that field is an index."""
 
 
 class Progress:
@@ -34,14 +39,14 @@ class Progress:
             tqdm.write(f"{event}: {text}", file=self.stream)
 
     def _advance(self, event: str, fields: dict) -> None:
-        label, counter = COUNTED[event]
+        label, counter, offset = COUNTED[event]
         model = " ".join(str(fields[k]) for k in ("model", "checkpoint") if k in fields)
         key = (event, model)
         bar = self.bars.get(key)
         if bar is None:
             bar = tqdm(total=fields["of"], desc=f"{label} {model}".strip(), file=self.stream, dynamic_ncols=True)
             self.bars[key] = bar
-        done = fields[counter] + (1 if event == "step" else 0)
+        done = fields[counter] + offset
         bar.update(max(0, done - bar.n))
         rest = {k: v for k, v in fields.items() if k not in (counter, "of", "model", "checkpoint")}
         if rest:

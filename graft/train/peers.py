@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from graft.algo import success_counts
+from graft.data.imports import follows_prompts
 from graft.data.problems import Problem
 from graft.data.records import StepRecords, read_step
 from graft.engine.reward import Grades
@@ -71,12 +72,24 @@ class ArchivePeer:
 
     def __init__(self, method: Method, seed: int, archive: Path, grade: Callable[[list[str], list[str]], Grades]):
         self.method, self.seed, self.archive, self.grade = method, seed, archive, grade
+        self.follows_prompts = follows_prompts(archive)
+        """An imported archive: each step's batch is the archive's prompts, not the receiver's sampler's."""
+        self._read: tuple[int, StepRecords] | None = None
+
+    def stored(self, step: int) -> StepRecords:
+        if self._read is None or self._read[0] != step:
+            self._read = (step, read_step(self.archive, step))
+        return self._read[1]
+
+    def batch_ids(self, step: int) -> list[str] | None:
+        """The prompt ids of ``step``'s batch when the archive sets them (an import), else None."""
+        return self.stored(step).prompt_ids if self.follows_prompts else None
 
     def views(
         self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]
     ) -> dict[str, PeerView]:
         (me,) = records
-        stored = read_step(self.archive, step)
+        stored = self.stored(step)
         if stored.prompt_ids != [p.id for p in batch]:
             raise ConfigError(
                 f"--peer-archive: step {step} holds other prompts than this run's batch; "

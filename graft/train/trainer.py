@@ -67,10 +67,7 @@ class Trainer:
     def step(self, step: int) -> list[dict]:
         """One step of Algorithm 1 for every model of the run; returns one metrics row per model."""
         t_step = time.perf_counter()
-        batch = [
-            self.problems[i]
-            for i in batch_indices(step, self.cfg.train.prompts_per_step, len(self.problems), self.req.seed)
-        ]
+        batch = self._batch(step)
         records, infos = {}, {}
         for learner in self.learners:
             records[learner.name], infos[learner.name] = rollout_step(
@@ -107,6 +104,18 @@ class Trainer:
         step_time = time.perf_counter() - t_step
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return [{**row, "step_time_s": step_time, "gpu_hours": step_time * gpus / 3600} for row in rows]
+
+    def _batch(self, step: int) -> list[Problem]:
+        """The step's prompts: from the run's seeded sampler, or the imported archive's batch that replay follows."""
+        ids = self.peer.batch_ids(step) if isinstance(self.peer, ArchivePeer) else None
+        if ids is None:
+            size = self.cfg.train.prompts_per_step
+            return [self.problems[i] for i in batch_indices(step, size, len(self.problems), self.req.seed)]
+        by_id = {p.id: p for p in self.problems}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise ConfigError(f"--peer-archive: step {step} names problem {missing[0]!r}, which data.train lacks")
+        return [by_id[i] for i in ids]
 
     def _receive(
         self,
