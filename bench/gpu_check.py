@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +28,7 @@ import torch
 import torch.distributed as dist
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from graft.engine import deepspeed_engine
 from graft.engine.distributed import World, enable_gradient_checkpointing, shard_model
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.rollout import HFRollout
@@ -159,14 +161,19 @@ def training_rows(cfg, world: World) -> list[Row]:
     return rows
 
 
-def training_phase(cfg, directory: Path, world: World, results: dict) -> Policy:
+def training_phase(cfg, directory: Path, world: World, results: dict, engine: str):
+    """Two updates of the job's minibatch with FSDP2 or DeepSpeed ZeRO-3; returns the policy and what steps it."""
     if world.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model = Qwen3ForCausalLM.from_pretrained(directory, dtype=torch.float32).to(world.device)
     enable_gradient_checkpointing(model)
-    shard_model(model, world, torch.bfloat16 if world.device.type == "cuda" else None)
+    compute = torch.bfloat16 if world.device.type == "cuda" else torch.float32
+    if engine == "fsdp2":
+        shard_model(model, world, compute)
     policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), "")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    if engine == "deepspeed":
+        optimizer = deepspeed_engine.wrap(model, optimizer, deepspeed_engine.engine_config(1.0, 3, compute))
     rows = training_rows(cfg, world)
     method = get_method("graft")
     times = []
@@ -189,16 +196,19 @@ def training_phase(cfg, directory: Path, world: World, results: dict) -> Policy:
         train_tokens_per_s=tokens / times[1],
         train_peak_gib=peak_gib(world),
     )
-    return policy
+    return policy, optimizer
 
 
-def weight_sync_phase(cfg, engine, policy: Policy, world: World, results: dict) -> None:
+def weight_sync_phase(cfg, engine, policy: Policy, stepper, world: World, results: dict) -> None:
     """New weights into the sleeping engine, then a short rollout whose log-probs are compared with a forward
     pass of the trained model (bf16 on both sides, so agreement is to bf16 precision)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     t0 = time.perf_counter()
-    full = get_model_state_dict(policy.model, options=StateDictOptions(full_state_dict=True))
+    if deepspeed_engine.is_engine(stepper):
+        full = deepspeed_engine.full_weights(stepper)
+    else:
+        full = get_model_state_dict(policy.model, options=StateDictOptions(full_state_dict=True))
     engine.load_weights(full)
     results["weight_sync_s"] = time.perf_counter() - t0
     engine.max_new_tokens = 64
@@ -221,6 +231,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--tiny", action="store_true", help="a tiny model on the CPU: checks the script only")
+    parser.add_argument("--engine", choices=("fsdp2", "deepspeed"), default="fsdp2", help="training engine")
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
         raise SystemExit("gpu_check.py: no CUDA device here; run it on a GPU node (bench/gpu_check.sh), or --tiny")
@@ -231,22 +242,29 @@ def main() -> int:
         "processes": world.size,
         "device": torch.cuda.get_device_name() if world.device.type == "cuda" else "cpu",
         "torch": torch.__version__,
+        "engine": args.engine if args.engine == "fsdp2" else "deepspeed ZeRO-3",
         "prompt_tokens": cfg.prompt_tokens,
         "response_tokens": cfg.response_tokens,
         "micro_batch_tokens": cfg.micro_batch_tokens,
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp) / "model"
+    # one directory for every process: process 0 writes the model there, the others read it
+    shared = [tempfile.mkdtemp(prefix="gpu_check_") if world.is_main else None]
+    dist.broadcast_object_list(shared, src=0)
+    directory = Path(shared[0]) / "model"
+    try:
         if world.is_main:
             directory.mkdir()
         t0 = time.perf_counter()
         build_model(cfg, directory, world)
         results["build_s"] = time.perf_counter() - t0
         engine = rollout_phase(cfg, directory, world, results)
-        policy = training_phase(cfg, directory, world, results)
+        policy, stepper = training_phase(cfg, directory, world, results, args.engine)
         if engine is not None:
-            weight_sync_phase(cfg, engine, policy, world, results)
+            weight_sync_phase(cfg, engine, policy, stepper, world, results)
         dist.barrier()
+    finally:
+        if world.is_main:
+            shutil.rmtree(shared[0], ignore_errors=True)
     if world.is_main:
         width = max(len(k) for k in results)
         print(f"| {'measure':<{width}} | value |\n|{'-' * (width + 2)}|-------|")
@@ -254,7 +272,12 @@ def main() -> int:
             shown = f"{value:.4g}" if isinstance(value, float) else str(value)
             print(f"| {key:<{width}} | {shown} |")
         args.out.mkdir(parents=True, exist_ok=True)
-        name = "gpu_check_tiny.json" if args.tiny else "gpu_check.json"
+        name = (
+            "gpu_check"
+            + ("_tiny" if args.tiny else "")
+            + ("_deepspeed" if args.engine == "deepspeed" else "")
+            + ".json"
+        )
         (args.out / name).write_text(json.dumps(results, indent=2) + "\n")
     dist.destroy_process_group()
     return 0

@@ -117,6 +117,14 @@ class ScaleSpec:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (needed for 4,096-token responses of 3B models)."""
 
+    engine: Literal["fsdp2", "deepspeed"] = "fsdp2"
+    """How a sharded run (processes > 1) shards each model: torch's FSDP2 (the default: no extra package, resumes
+    on another process count), or DeepSpeed ZeRO at ``zero_stage`` (the ``deepspeed`` package; for clusters
+    whose recipes and nodes are set up for it)."""
+
+    zero_stage: int = 3
+    """DeepSpeed's ZeRO stage: 2 (optimizer state and gradients partitioned) or 3 (parameters too)."""
+
     vllm_memory: float = 0.25
     """Share of a GPU's memory for each model's vLLM engine while it samples (two engines per GPU in a
     co-training run; both sleep while the models train)."""
@@ -241,6 +249,10 @@ class RunConfig:
             raise ConfigError(f"train.micro_batch_tokens: {t.micro_batch_tokens} is not allowed; expected >= 1 or null")
         if self.scale.processes < 1:
             raise ConfigError(f"scale.processes: {self.scale.processes} is not allowed; expected an integer >= 1")
+        if self.scale.zero_stage not in (2, 3):
+            raise ConfigError(f"scale.zero_stage: {self.scale.zero_stage} is not allowed; expected 2 or 3")
+        if self.scale.engine == "deepspeed" and self.scale.processes < 2:
+            raise ConfigError("scale.engine: 'deepspeed' needs scale.processes >= 2; one process trains unsharded")
         if not 0 < self.scale.vllm_memory < 1:
             raise ConfigError(f"scale.vllm_memory: {self.scale.vllm_memory} is not allowed; expected 0 < x < 1")
         if t.max_response_tokens < 1 or t.max_prompt_tokens < 1:

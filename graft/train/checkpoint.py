@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from graft.engine.distributed import World, full_state_dict, load_sharded, save_sharded
+from graft.engine import deepspeed_engine
+from graft.engine.distributed import World, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
 from graft.results import RunDir, begin_dir, commit_dir, parse_step, temp_dir, trajectory_file, write_text
@@ -116,8 +117,11 @@ def save(
     for learner in learners:
         single, sharded = resume_state(tmp, learner.name)
         if world.distributed:
-            save_sharded(learner.policy.model, learner.optimizer, sharded)
-            weights = full_state_dict(learner.policy.model, world)
+            if learner.engine is not None:
+                deepspeed_engine.save(learner.engine, sharded)
+            else:
+                save_sharded(learner.policy.model, learner.optimizer, sharded)
+            weights = learner.full_weights(world)
             if world.is_main:  # in the configured dtype, as a single process would have written it
                 weights = {k: v.to(DTYPES[dtypes[learner.name]]) for k, v in weights.items()}
                 learner.policy.model.save_pretrained(tmp / learner.name, state_dict=weights, safe_serialization=True)
@@ -130,6 +134,7 @@ def save(
         state = {
             "next_step": next_step,
             "processes": world.size,
+            "engine": "deepspeed" if any(learner.engine is not None for learner in learners) else "fsdp2",
             "capability": {learner.name: learner.capability.state_dict() for learner in learners},
             **_rng_state(),
         }
@@ -187,14 +192,22 @@ def restore(run: RunDir, learners: list[Learner], world: World) -> int:
             f"--resume: checkpoint {str(ckpt)!r} was written by {state.get('processes', 1)} process(es); "
             "resume it with a sharded run if it was sharded and with one process if not"
         )
+    engine = "deepspeed" if any(learner.engine is not None for learner in learners) else "fsdp2"
+    if sharded and state.get("engine", "fsdp2") != engine:
+        raise ConfigError(
+            f"--resume: checkpoint {str(ckpt)!r} was written with scale.engine {state.get('engine', 'fsdp2')!r}; "
+            f"resume it with that engine, not {engine!r}"
+        )
     for learner in learners:
-        if sharded:
+        if sharded and learner.engine is not None:
+            deepspeed_engine.load(learner.engine, resume_state(ckpt, learner.name)[1])
+        elif sharded:
             load_sharded(learner.policy.model, learner.optimizer, resume_state(ckpt, learner.name)[1])
         else:
             _load_single(learner, ckpt)
         learner.capability.load_state_dict(state["capability"][learner.name])
         if learner.separate_rollout:
-            learner.rollout.load_weights(full_state_dict(learner.policy.model, world))
+            learner.rollout.load_weights(learner.full_weights(world))
     _set_rng_state(state)
     return state["next_step"]
 

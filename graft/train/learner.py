@@ -9,7 +9,7 @@ import torch
 
 from graft.algo import CapabilityTracker
 from graft.config import RunConfig
-from graft.engine.distributed import SINGLE, World, enable_gradient_checkpointing, shard_model
+from graft.engine.distributed import SINGLE, World, enable_gradient_checkpointing, full_state_dict, shard_model
 from graft.engine.policy import DTYPES, Policy, load_policy
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.methods import Method
@@ -28,6 +28,21 @@ class Learner:
     recompute_old_logprobs: bool = False
     """Own responses' old log-probs come from a training forward pass, not the rollout engine
     (``train.old_logprobs``)."""
+    engine: object | None = None
+    """The DeepSpeed engine around ``policy.model`` (``scale.engine: deepspeed``); it steps the optimizer."""
+
+    @property
+    def stepper(self):
+        """What ``minibatch_update`` steps: the DeepSpeed engine, or the torch optimizer."""
+        return self.engine if self.engine is not None else self.optimizer
+
+    def full_weights(self, world: World) -> dict[str, torch.Tensor]:
+        """The whole model's weights on every process (to save in Hugging Face form or load into a sampler)."""
+        if self.engine is not None:
+            from graft.engine.deepspeed_engine import full_weights
+
+            return full_weights(self.engine)
+        return full_state_dict(self.policy.model, world)
 
 
 def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> tuple[RolloutBackend, bool]:
@@ -68,7 +83,8 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
     ref = None
     if method.kl_coef > 0:
         ref = copy.deepcopy(policy.model).requires_grad_(False)
-    if world.distributed:
+    deepspeed = world.distributed and cfg.scale.engine == "deepspeed"
+    if world.distributed and not deepspeed:
         shard_model(policy.model, world, DTYPES[spec.dtype])
         if ref is not None:
             shard_model(ref, world, DTYPES[spec.dtype])
@@ -76,5 +92,12 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
     optimizer = torch.optim.AdamW(
         policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
     )
+    engine = None
+    if deepspeed:  # the reference model (HACPO's KL) stays whole on every process: it is frozen
+        from graft.engine import deepspeed_engine
+
+        config = deepspeed_engine.engine_config(t.grad_clip, cfg.scale.zero_stage, DTYPES[spec.dtype])
+        engine = deepspeed_engine.wrap(policy.model, optimizer, config)
     recompute = t.old_logprobs == "recompute" or (t.old_logprobs == "auto" and separate)
-    return Learner(name, policy, optimizer, rollout, ref, CapabilityTracker(method.hacpo_window), separate, recompute)
+    capability = CapabilityTracker(method.hacpo_window)
+    return Learner(name, policy, optimizer, rollout, ref, capability, separate, recompute, engine)

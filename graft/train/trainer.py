@@ -20,7 +20,7 @@ import torch
 from graft.algo import capability_ratio, minibatch_order, success_counts
 from graft.data.problems import Problem, batch_indices, load_problems
 from graft.data.records import StepRecords, write_step
-from graft.engine.distributed import SINGLE, World, full_state_dict
+from graft.engine.distributed import SINGLE, World
 from graft.engine.reward import Grader
 from graft.engine.scoring import ScoringSettings
 from graft.errors import ConfigError
@@ -41,6 +41,10 @@ class Trainer:
     def __init__(self, req: TrainRequest, world: World = SINGLE):
         validate_request(req)
         check_backends(req.config.logging.backends)
+        if req.config.scale.engine == "deepspeed":
+            from graft.engine.deepspeed_engine import check_available
+
+            check_available()
         self.req, self.world, self.cfg, self.method = req, world, req.config, req.method
         self.run_dir = RunDir(req.out)
         self.problems: list[Problem] = load_problems(self.cfg.data.train, "data.train")
@@ -161,7 +165,7 @@ class Trainer:
                 minibatch_update(
                     self.method,
                     learner.policy,
-                    learner.optimizer,
+                    learner.stepper,
                     rows,
                     settings=settings,
                     update_index=m,
@@ -171,7 +175,7 @@ class Trainer:
                 )
             )
         if learner.separate_rollout:
-            learner.rollout.load_weights(full_state_dict(learner.policy.model, self.world))
+            learner.rollout.load_weights(learner.full_weights(self.world))
         updates = max(len(minibatches), 1)
         fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
         return {

@@ -13,6 +13,7 @@ import torch
 
 from graft.algo import RATIO_OBJECTIVES, hacpo_loss, luffy_objective, sgt_nll
 from graft.config import TrainSpec
+from graft.engine.deepspeed_engine import is_engine
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
 from graft.methods import Method
@@ -33,6 +34,7 @@ def _kept_tokens(rows: list[Row]) -> int:
 def _chunk_loss(
     method: Method,
     policy: Policy,
+    model: torch.nn.Module,
     ref_model: torch.nn.Module | None,
     rows: list[Row],
     update_index: int,
@@ -40,7 +42,7 @@ def _chunk_loss(
     temperature: float,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     logp, mask = response_logprobs(
-        policy.model, [r.prompt_ids for r in rows], [r.response_ids for r in rows], policy.pad_token_id, temperature
+        model, [r.prompt_ids for r in rows], [r.response_ids for r in rows], policy.pad_token_id, temperature
     )
     device = logp.device
     old = _pad([r.old_logp for r in rows], logp.shape[1], device)
@@ -119,6 +121,48 @@ def plan_micro_batches(
     return [m + [[] for _ in range(most - len(m))] for m in plan]
 
 
+class _TorchStep:
+    """One process or FSDP2: plain backward passes, then the norm clipped and the optimizer stepped."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, grad_clip: float):
+        self.model, self.optimizer, self.grad_clip = model, optimizer, grad_clip
+        self.forward_model = model
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: torch.Tensor, boundary: bool) -> None:
+        loss.backward()
+
+    def step(self) -> float:
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over all shards
+            grad_norm = grad_norm.full_tensor()
+        self.optimizer.step()
+        return float(grad_norm)
+
+
+class _DeepSpeedStep:
+    """A DeepSpeed engine: it reduces gradients at the pass marked as the boundary, then clips and steps."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        # training forwards go through the engine: it starts each micro-batch's gradient bookkeeping there
+        # (ZeRO-3 would otherwise overwrite, not add, the earlier micro-batches' gradients)
+        self.forward_model = engine
+
+    def zero_grad(self) -> None:
+        self.engine.zero_grad()
+
+    def backward(self, loss: torch.Tensor, boundary: bool) -> None:
+        self.engine.set_gradient_accumulation_boundary(boundary)
+        self.engine.backward(loss, scale_wrt_gas=False)
+
+    def step(self) -> float:
+        self.engine.step()
+        return float(self.engine.get_global_grad_norm())
+
+
 def _accumulate(
     rows: list[Row],
     world: World,
@@ -126,18 +170,21 @@ def _accumulate(
     micro_batch_tokens: int | None,
     loss_fn,
     share_fn,
+    stepper,
+    closes: bool,
 ) -> list[dict[str, torch.Tensor]]:
     """Backward of sum(loss(chunk) * share(chunk)) over this process's chunks of ``rows``; returns the stats of
     each chunk with its share under ``share``. An empty chunk (a process with fewer rows) runs a zero-weighted
-    pass on one row so that the sharded collectives stay in step."""
+    pass on one row so that the sharded collectives stay in step. ``closes``: this pass ends the minibatch (its
+    last backward is the accumulation boundary)."""
     plan = plan_micro_batches(rows, world.size, micro_batch, micro_batch_tokens)[world.rank]
     out = []
-    for indices in plan:
+    for k, indices in enumerate(plan):
         chunk = [rows[i] for i in indices] if indices else rows[:1]
         loss, stats = loss_fn(chunk)
         share = share_fn(chunk) if indices else 0.0
-        # FSDP averages gradients over processes; the shares already sum to one over all of them
-        (loss * (share * world.size)).backward()
+        # FSDP and DeepSpeed average gradients over processes; the shares already sum to one over all of them
+        stepper.backward(loss * (share * world.size), closes and k == len(plan) - 1)
         if indices:
             out.append({**stats, "loss": loss.detach(), "share": share})
     return out
@@ -182,14 +229,16 @@ class UpdateTotals:
             self.nll = (self.nll or 0.0) + other.nll
 
 
-def _accumulate_nll(method: Method, policy: Policy, rows: list[Row], settings: UpdateSettings, world: World) -> float:
+def _accumulate_nll(
+    method: Method, policy: Policy, rows: list[Row], settings: UpdateSettings, world: World, stepper
+) -> float:
     """Backward of SGT's supervised term (token-mean NLL per response, averaged over responses, times
     ``nll_coef``) over this process's share of ``rows``; returns this process's share of the mean NLL."""
     total = max(sum(1 for r in rows if r.response_ids), 1)
 
     def loss(chunk):
         logp, mask = response_logprobs(
-            policy.model,
+            stepper.forward_model,
             [r.prompt_ids for r in chunk],
             [r.response_ids for r in chunk],
             policy.pad_token_id,
@@ -202,13 +251,14 @@ def _accumulate_nll(method: Method, policy: Policy, rows: list[Row], settings: U
         return sum(1 for r in chunk if r.response_ids) / total
 
     budget = (settings.micro_batch, settings.micro_batch_tokens)
-    return sum(float(stats["nll"]) * stats["share"] for stats in _accumulate(rows, world, *budget, loss, share))
+    passes = _accumulate(rows, world, *budget, loss, share, stepper, closes=True)
+    return sum(float(stats["nll"]) * stats["share"] for stats in passes)
 
 
 def minibatch_update(
     method: Method,
     policy: Policy,
-    optimizer: torch.optim.Optimizer,
+    optimizer,
     rows: list[Row],
     *,
     settings: UpdateSettings,
@@ -220,24 +270,30 @@ def minibatch_update(
     """Zero grads, accumulate the minibatch loss over micro-batches (and processes), clip the grad norm, step.
 
     Every process holds the whole minibatch ``rows`` and runs its share of them; the normalisers are those of
-    the whole minibatch, so the summed gradient is the one-process gradient. ``update_index``: the minibatch's
-    position in the step (HACPO's stepwise peer clip bound).
+    the whole minibatch, so the summed gradient is the one-process gradient. ``optimizer``: a torch optimizer
+    (one process, FSDP2) or a DeepSpeed engine. ``update_index``: the minibatch's position in the step (HACPO's
+    stepwise peer clip bound).
     """
-    optimizer.zero_grad(set_to_none=True)
+    if is_engine(optimizer):
+        stepper = _DeepSpeedStep(optimizer)
+    else:
+        stepper = _TorchStep(policy.model, optimizer, settings.grad_clip)
+    stepper.zero_grad()
     temperature = settings.temperature
     pg_rows = [r for r in rows if not r.nll_only]
     nll_rows = [r for r in rows if r.nll_only]
     total_tokens = max(_kept_tokens(pg_rows), 1)
 
     def pg_loss(chunk):
-        return _chunk_loss(method, policy, ref_model, chunk, update_index, omega_src_learner, temperature)
+        model = stepper.forward_model
+        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, omega_src_learner, temperature)
 
     def pg_share(chunk):
         return len(chunk) / len(pg_rows) if method.update == "hacpo" else _kept_tokens(chunk) / total_tokens
 
     sums = dict.fromkeys(("loss", "nll", "clipped_tokens_own", "tokens_own", "clipped_tokens_peer", "tokens_peer"), 0.0)
     budget = (settings.micro_batch, settings.micro_batch_tokens)
-    for stats in _accumulate(pg_rows, world, *budget, pg_loss, pg_share):
+    for stats in _accumulate(pg_rows, world, *budget, pg_loss, pg_share, stepper, closes=not nll_rows):
         sums["loss"] += float(stats["loss"]) * stats["share"]
         for side in ("own", "peer"):
             if f"tokens_{side}" in stats:
@@ -245,11 +301,8 @@ def minibatch_update(
                 sums[f"clipped_tokens_{side}"] += float(stats[f"clip_frac_{side}"]) * n
                 sums[f"tokens_{side}"] += n
     if nll_rows:
-        sums["nll"] = _accumulate_nll(method, policy, nll_rows, settings, world)
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), settings.grad_clip)
-    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP2: the norm over all shards
-        grad_norm = grad_norm.full_tensor()
-    optimizer.step()
+        sums["nll"] = _accumulate_nll(method, policy, nll_rows, settings, world, stepper)
+    grad_norm = stepper.step()
     summed = dict(zip(sums, world.sum(list(sums.values())), strict=True))
     nll = summed.pop("nll")
-    return UpdateTotals(**summed, grad_norm=float(grad_norm), nll=nll if nll_rows else None)
+    return UpdateTotals(**summed, grad_norm=grad_norm, nll=nll if nll_rows else None)

@@ -1,6 +1,7 @@
 """Run under torchrun by tests/integration/test_distributed.py: two minibatch updates of the shared case with the model
-sharded by FSDP2 over the processes and gradient checkpointing on, a sharded checkpoint after the first, and
-the second update redone from that checkpoint. Rank 0 writes the losses and the full parameters."""
+sharded over the processes (FSDP2, or DeepSpeed ZeRO-2/3) and gradient checkpointing on, a sharded checkpoint
+after the first, and the second update redone from that checkpoint. Rank 0 writes the losses and the full
+parameters."""
 
 from __future__ import annotations
 
@@ -23,32 +24,46 @@ from graft.train.update import UpdateSettings, minibatch_update
 from helpers.dist_case import build_case, reference_model, scoring_case
 
 
-def main(method_name: str, out: Path) -> None:
+def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     torch.set_num_threads(1)
     world = init_world()
     policy, rows, method = build_case(method_name)
     ref = reference_model(policy) if method.kl_coef > 0 else None
     enable_gradient_checkpointing(policy.model)  # must not change the result either
-    shard_model(policy.model, world)
-    if ref is not None:
-        shard_model(ref, world)
+    if engine == "fsdp2":
+        shard_model(policy.model, world)  # before the optimizer: FSDP2 replaces the parameters
+        if ref is not None:
+            shard_model(ref, world)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
+    if engine == "fsdp2":
+        stepper = optimizer
+        weights = lambda: full_state_dict(policy.model, world)  # noqa: E731
+        save = lambda: save_sharded(policy.model, optimizer, out / "ckpt")  # noqa: E731
+        load = lambda: load_sharded(policy.model, optimizer, out / "ckpt")  # noqa: E731
+    else:  # "zero2" or "zero3"
+        from graft.engine import deepspeed_engine
+
+        config = deepspeed_engine.engine_config(1.0, int(engine[-1]), torch.float32)
+        stepper = deepspeed_engine.wrap(policy.model, optimizer, config)
+        weights = lambda: deepspeed_engine.full_weights(stepper)  # noqa: E731
+        save = lambda: deepspeed_engine.save(stepper, out / "ckpt")  # noqa: E731
+        load = lambda: deepspeed_engine.load(stepper, out / "ckpt")  # noqa: E731
 
     def update(index: int) -> dict[str, float]:
         settings = UpdateSettings(grad_clip=1.0, micro_batch=3, micro_batch_tokens=40)
         totals = minibatch_update(
-            method, policy, optimizer, rows, settings=settings, update_index=index, ref_model=ref, world=world
+            method, policy, stepper, rows, settings=settings, update_index=index, ref_model=ref, world=world
         )
         return dataclasses.asdict(totals)
 
     first = update(0)
-    after_one = full_state_dict(policy.model, world)
-    save_sharded(policy.model, optimizer, out / "ckpt")
+    after_one = weights()
+    save()
     second = update(1)
-    after_two = full_state_dict(policy.model, world)
-    load_sharded(policy.model, optimizer, out / "ckpt")
+    after_two = weights()
+    load()
     again = update(1)
-    resumed = full_state_dict(policy.model, world)
+    resumed = weights()
     if world.is_main:
         torch.save(
             {
@@ -84,4 +99,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "score":
         score(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
-        main(sys.argv[1], Path(sys.argv[2]))
+        main(sys.argv[1], Path(sys.argv[2]), *sys.argv[3:])

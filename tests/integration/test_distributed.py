@@ -40,8 +40,8 @@ def _torchrun(processes: int, *args: str, pythonpath: Path | None = None) -> sub
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def _worker_updates(method_name: str, out: Path, processes: int) -> dict:
-    result = _torchrun(processes, str(WORKER), method_name, str(out), pythonpath=TESTS)
+def _worker_updates(method_name: str, out: Path, processes: int, engine: str = "fsdp2") -> dict:
+    result = _torchrun(processes, str(WORKER), method_name, str(out), engine, pythonpath=TESTS)
     assert result.returncode == 0, result.stderr[-3000:]
     return torch.load(out / "result.pt", weights_only=False)
 
@@ -54,10 +54,13 @@ def _assert_close(params: dict, reference: dict) -> None:
         torch.testing.assert_close(params[name], value, rtol=1e-5, atol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("engine", ["fsdp2", "zero2", "zero3"])
 @pytest.mark.parametrize("method_name", ["graft", "hacpo", "sgt"])
-def test_two_gloo_processes_equal_one_process(method_name, tmp_path):
+def test_two_gloo_processes_equal_one_process(method_name, engine, tmp_path):
+    """FSDP2 and DeepSpeed ZeRO-2/3 over two gloo processes: the one-process loss, gradient norm and parameters
+    after an update, and a sharded checkpoint that redoes the second update exactly."""
     single, params = _single(method_name, micro_batch=64, micro_batch_tokens=None)
-    dist = _worker_updates(method_name, tmp_path, 2)
+    dist = _worker_updates(method_name, tmp_path, 2, engine)
     assert dist["world"] == 2
     sharded = dist["stats"][0]
     assert sharded["loss"] == pytest.approx(single["loss"], rel=1e-5, abs=1e-7)
@@ -146,10 +149,11 @@ def _graft_train(
     return _torchrun(2, "-m", "graft.cli", *args)
 
 
-def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, tmp_path):
-    """`graft train` under torchrun: two gloo processes, both models sharded, GRAFT exchange between them; a
-    run stopped after its step-2 checkpoint and resumed from the sharded checkpoint ends where an
-    uninterrupted run ends, and its Hugging Face export loads like any model directory."""
+@pytest.mark.parametrize("engine", ["fsdp2", "deepspeed"])
+def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, tmp_path, engine):
+    """`graft train` under torchrun: two gloo processes, both models sharded (FSDP2, or DeepSpeed ZeRO-3), GRAFT
+    exchange between them; a run stopped after its step-2 checkpoint and resumed from the sharded checkpoint ends
+    where an uninterrupted run ends, and its Hugging Face export loads like any model directory."""
     import json
 
     import yaml
@@ -159,7 +163,7 @@ def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, t
     from graft.engine.policy import load_policy
 
     config = yaml.safe_load(forced_world["config"].read_text())
-    config["scale"] = {"processes": 2}
+    config["scale"] = {"processes": 2, "engine": engine}
     config["train"]["micro_batch_tokens"] = 64
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
