@@ -24,9 +24,17 @@ COUNTED = {
 
 class Progress:
     def __init__(self, stream=None):
-        self.stream = stream or sys.stderr
-        self.terminal = self.stream.isatty()
+        self._stream = stream
         self.bars: dict[tuple[str, str], tqdm] = {}
+
+    @property
+    def stream(self):
+        """The given stream, else stderr as it is now (tests and callers may replace sys.stderr)."""
+        return self._stream or sys.stderr
+
+    @property
+    def terminal(self) -> bool:
+        return self.stream.isatty()
 
     def emit(self, event: str, **fields) -> None:
         if not self.terminal:
