@@ -28,7 +28,7 @@ import torch
 
 from graft.algo import group_advantages
 from graft.config import RunConfig
-from graft.data.problems import Problem, load_problems
+from graft.data.problems import Problem, load_problems, read_jsonl
 from graft.data.records import StepRecords, write_step
 from graft.engine.policy import Policy, load_policy
 from graft.engine.reward import Grader
@@ -65,13 +65,7 @@ def read_dump(directory: Path, fmt: str) -> dict[int, list[Dumped]]:
     for path in files:
         if fmt == "verl" and not path.stem.isdigit():
             raise ConfigError(f"--in: {path.name!r} is not a verl rollout dump; expected <step>.jsonl")
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise ConfigError(f"--in: {str(path)!r} line {number} is not JSON") from None
+        for number, record in read_jsonl(path, "--in"):
             missing = [f for f in fields if f not in record]
             if missing:
                 raise ConfigError(f"--in: {str(path)!r} line {number} lacks {missing[0]!r}; {fmt} needs {fields}")
@@ -80,6 +74,8 @@ def read_dump(directory: Path, fmt: str) -> dict[int, list[Dumped]]:
                 (record["input"], record["output"]) if fmt == "verl" else (record["prompt"], record["response"])
             )
             steps.setdefault(step, []).append(Dumped(step, str(prompt), str(response)))
+    if not steps:
+        raise ConfigError(f"--in: the .jsonl files of {str(directory)!r} hold no records")
     if min(steps) < 0:
         raise ConfigError(f"--in: step {min(steps) + (1 if fmt == 'verl' else 0)} is not allowed (verl counts from 1)")
     return dict(sorted(steps.items()))

@@ -175,10 +175,10 @@ class Grader:
     def grade(self, responses: list[str], golds: list[str]) -> Grades:
         if len(responses) != len(golds):
             raise ValueError("responses and golds must have the same length")
-        unparsed = sum(last_boxed(r) is None for r in responses)
+        answers = [last_boxed(r) for r in responses]
+        unparsed = sum(a is None for a in answers)
         if self.kind == "toy":
             return Grades([toy_reward(r, g) for r, g in zip(responses, golds, strict=True)], 0, unparsed)
-        answers = [last_boxed(r) for r in responses]
         costly = [a is not None and too_costly(a) is not None for a in answers]
         work = [i for i, c in enumerate(costly) if not c and answers[i] is not None]
         rewards = [0.0] * len(responses)

@@ -97,8 +97,14 @@ def damage(ckpt: Path) -> str | None:
 
 
 def _pruned(name: str) -> bool:
+    """Whether a manifest entry is part of a model's resume state (which pruning removes)."""
     parts = Path(name).parts
-    return len(parts) >= 2 and (parts[1] == "optimizer.pt" or parts[1] == "sharded")
+    return len(parts) >= 2 and Path(*parts[:2]) in resume_state(Path(), parts[0])
+
+
+def _engine(learners: list[Learner]) -> str:
+    """The sharded engine a run's resume state is written in."""
+    return "deepspeed" if any(learner.engine is not None for learner in learners) else "fsdp2"
 
 
 def save(
@@ -134,7 +140,7 @@ def save(
         state = {
             "next_step": next_step,
             "processes": world.size,
-            "engine": "deepspeed" if any(learner.engine is not None for learner in learners) else "fsdp2",
+            "engine": _engine(learners),
             "capability": {learner.name: learner.capability.state_dict() for learner in learners},
             **_rng_state(),
         }
@@ -192,7 +198,7 @@ def restore(run: RunDir, learners: list[Learner], world: World) -> int:
             f"--resume: checkpoint {str(ckpt)!r} was written by {state.get('processes', 1)} process(es); "
             "resume it with a sharded run if it was sharded and with one process if not"
         )
-    engine = "deepspeed" if any(learner.engine is not None for learner in learners) else "fsdp2"
+    engine = _engine(learners)
     if sharded and state.get("engine", "fsdp2") != engine:
         raise ConfigError(
             f"--resume: checkpoint {str(ckpt)!r} was written with scale.engine {state.get('engine', 'fsdp2')!r}; "

@@ -78,7 +78,7 @@ def test_too_few_matching_prompts_are_refused_with_the_counts(forced_world, tmp_
     ("name", "text", "message"),
     [
         ("1.jsonl", '{"input": "x"}\n', "lacks 'output'"),
-        ("1.jsonl", "not json\n", "line 1 is not JSON"),
+        ("1.jsonl", "not json\n", "line 1 is not valid JSON"),
         ("last.jsonl", '{"input": "x", "output": "y"}\n', "is not a verl rollout dump"),
     ],
 )

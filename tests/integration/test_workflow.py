@@ -37,18 +37,22 @@ def run(*cmd, check: bool = False):
     return proc
 
 
-def smk(results: Path, *args, check: bool = True):
-    return run(
+def smk_cmd(results: Path, *args) -> list[str]:
+    """Snakemake on the smoke config with its results under ``results``."""
+    return [
         tool("snakemake"),
-        *args,
+        *map(str, args),
         "--cores",
         "2",
         "--configfile",
         "config/smoke.yaml",
         "--config",
         f"results={results}",
-        check=check,
-    )
+    ]
+
+
+def smk(results: Path, *args, check: bool = True):
+    return run(*smk_cmd(results, *args), check=check)
 
 
 def job_counts(proc) -> dict[str, int]:
@@ -131,18 +135,13 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     shutil.copytree(smoke / "toy", results / "toy")
     cells = job_counts(smk(results, "all", "--dry-run"))["train"]
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    cmd = [
-        tool("snakemake"),
-        "all",
-        "--cores",
-        "2",
-        "--configfile",
-        "config/smoke.yaml",
-        "--config",
-        f"results={results}",
-    ]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        smk_cmd(results, "all"),
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 300
