@@ -17,6 +17,9 @@ import torch
 
 from graft.errors import ConfigError
 
+SHARED_MEMORY_OP = "deepspeed_shm_comm"
+"""DeepSpeed's CPU shared-memory collective op, which this engine never builds."""
+
 TAG = "state"
 """The tag of the one DeepSpeed checkpoint inside a checkpoint's ``<model>/sharded`` directory."""
 
@@ -53,7 +56,12 @@ def engine_config(grad_clip: float, zero_stage: int, dtype: torch.dtype) -> dict
 def wrap(model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: dict):
     """The DeepSpeed engine around ``model`` (which it shards in place) and its client ``optimizer``."""
     import deepspeed
+    import deepspeed.ops
 
+    # On the CPU accelerator DeepSpeed's communication layer JIT-compiles a shared-memory all-reduce for inference
+    # when it starts. Training uses torch.distributed's collectives, so the op is marked unavailable: nothing is
+    # compiled at run time and no native code beyond torch's runs.
+    deepspeed.ops.__compatible_ops__[SHARED_MEMORY_OP] = False
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
     return engine
 

@@ -29,6 +29,7 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     world = init_world()
     policy, rows, method = build_case(method_name)
     ref = reference_model(policy) if method.kl_coef > 0 else None
+    native_collectives = False
     enable_gradient_checkpointing(policy.model)  # must not change the result either
     if engine == "fsdp2":
         shard_model(policy.model, world)  # before the optimizer: FSDP2 replaces the parameters
@@ -45,6 +46,9 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
 
         config = deepspeed_engine.engine_config(1.0, int(engine[-1]), torch.float32)
         stepper = deepspeed_engine.wrap(policy.model, optimizer, config)
+        import deepspeed.comm.comm
+
+        native_collectives = deepspeed.comm.comm.cdb.shm_comm_op is not None
         weights = lambda: deepspeed_engine.full_weights(stepper)  # noqa: E731
         save = lambda: deepspeed_engine.save(stepper, out / "ckpt")  # noqa: E731
         load = lambda: deepspeed_engine.load(stepper, out / "ckpt")  # noqa: E731
@@ -72,6 +76,7 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
                 "after_two": after_two,
                 "resumed": resumed,
                 "world": world.size,
+                "native_collectives": native_collectives,
             },
             out / "result.pt",
         )
