@@ -1,0 +1,190 @@
+"""The design loop of the miniature (issue 11), on validation prompts only: the test families are never read.
+
+A candidate toy world is a copy of the config with other ``toy:`` or ``train:`` settings. This script builds it
+into a directory of its own, probes it, trains GRPO n=8 and GRAFT cells of one pair and scores every checkpoint
+on each family's validation problems, so that a design is chosen the way issue 11 asks: on validation prompts of
+development toy seeds, then confirmed on toy seeds that played no part.
+
+  build    the toy world (``--reuse DIR``: copy data and the models whose settings are unchanged from DIR)
+  probe    per family at T = 1 with n = 8: success and all-fail share of each model; per direction:
+           candidates, selected after balancing, gate pass rate of correct and of wrong peer responses
+  cells    GRPO n=8 of both models and GRAFT on the pair, for each --seeds; appends one JSON row per
+           (method, model, seed) to DIR/cells.jsonl with the validation score of every checkpoint
+  summary  GRAFT - GRPO n=8 at the final checkpoint per model, mean over the seeds present
+
+Usage: python bench/miniature_dev.py build|probe|cells|summary --config C --out DIR [--pair P1] [--seeds 0 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+FAMILIES = ("add", "sub", "mul", "div", "mul2")
+
+
+def dev_config(config: Path, out: Path) -> Path:
+    """The config with results in ``out`` and the per-family validation files as its benchmarks."""
+    cfg = yaml.safe_load(config.read_text())
+    cfg["results"] = str(out.resolve())
+    cfg["eval"]["benchmarks"] = {f: str((out / "validation" / f"{f}.jsonl").resolve()) for f in FAMILIES}
+    cfg["eval"].pop("validation", None)
+    path = out / "dev_config.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def split_validation(out: Path) -> None:
+    rows = [json.loads(line) for line in (out / "toy/data/validation.jsonl").read_text().splitlines() if line]
+    (out / "validation").mkdir(exist_ok=True)
+    for family in FAMILIES:
+        chosen = [r for r in rows if r["family"] == family]
+        (out / "validation" / f"{family}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chosen))
+
+
+def build(args) -> None:
+    dev = dev_config(args.config, args.out)
+    spec = yaml.safe_load(dev.read_text())["toy"]
+    todo = list(spec["models"])
+    if args.reuse:
+        old = yaml.safe_load((args.reuse / "dev_config.yaml").read_text())["toy"]
+        same_data = {k: v for k, v in old.items() if k != "models"} == {k: v for k, v in spec.items() if k != "models"}
+        if not same_data:
+            sys.exit("--reuse: the toy task settings differ, so the data (and every model) must be rebuilt")
+        shutil.copytree(args.reuse / "toy/data", args.out / "toy/data", dirs_exist_ok=True)
+        for name in [m for m in todo if old["models"].get(m) == spec["models"][m]]:
+            shutil.copytree(args.reuse / "toy/models" / name, args.out / "toy/models" / name, dirs_exist_ok=True)
+            todo.remove(name)
+    else:
+        _graft("toy", "data", "--config", dev, "--out", args.out / "toy")
+    for name in todo:
+        start = time.time()
+        _graft("toy", "model", "--config", dev, "--name", name, "--out", args.out / "toy", "--threads", "2")
+        print(f"built {name} in {time.time() - start:.0f} s")
+    split_validation(args.out)
+
+
+def probe(args) -> None:
+    import torch
+
+    from graft.config import load_config
+    from graft.eval.complementarity import complementarity
+
+    torch.set_num_threads(2)
+    cfg = load_config(dev_config(args.config, args.out))
+    split_validation(args.out)
+    pair = list(cfg.pairs[args.pair])
+    files = [args.out / "validation" / f"{f}.jsonl" for f in FAMILIES]
+    report = complementarity(cfg, pair, files, prompts=None, n=8, seed=0, delta=0.8)
+    for name in pair:
+        cells = [f"{f} {100 * report['accuracy_by_set'][f][name]:.0f}" for f in FAMILIES]
+        print(f"{name}: success at T=1 (%): " + ", ".join(cells))
+    for direction, d in report["directions"].items():
+        print(
+            f"{direction}: all-fail {d['all_fail']}, candidates {d['candidates']}, selected "
+            f"{d['selected_after_balancing']}, gate pass correct {d['gate_pass_rate_correct']}, "
+            f"wrong {d['gate_pass_rate_incorrect']}"
+        )
+    (args.out / f"probe_{args.pair}.json").write_text(json.dumps(report, indent=1))
+
+
+def cells(args) -> None:
+    dev = dev_config(args.config, args.out)
+    split_validation(args.out)
+    pair = yaml.safe_load(dev.read_text())["pairs"][args.pair]
+    for seed in args.seeds:
+        jobs = [("grpo_n8", [m]) for m in pair] + [("graft", pair)]
+        procs = []
+        for method, models in jobs:
+            run = args.out / "runs" / method / "_".join(models) / f"seed{seed}"
+            if (run / "done.json").exists():
+                continue
+            run.parent.mkdir(parents=True, exist_ok=True)
+            cmd = ["train", "--config", dev, "--method", method, "--models", ",".join(models), "--seed", str(seed)]
+            cmd += ["--out", run, "--threads", "1", "--eval-dir", run / "eval"]
+            with open(run.parent / f"seed{seed}.log", "w") as log:  # the child keeps its own descriptor
+                procs.append(subprocess.Popen([sys.executable, "-m", "graft.cli", *map(str, cmd)], stderr=log))
+            if len(procs) == 2:  # two cores
+                _wait(procs)
+        _wait(procs)
+        for method, models in jobs:
+            run = args.out / "runs" / method / "_".join(models) / f"seed{seed}"
+            for model in models:
+                row = _row(run, method, model, seed)
+                with open(args.out / "cells.jsonl", "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                scores = " ".join(f"{s}:{v:.1f}" for s, v in row["average"].items())
+                print(f"{method} {model} seed {seed}: {scores} | final {row['final_by_family']}")
+
+
+def _row(run: Path, method: str, model: str, seed: int) -> dict:
+    evals = sorted((run / "eval" / model).glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]))
+    average, final = {}, {}
+    for path in evals:
+        e = json.loads(path.read_text())
+        average[e["step"]] = 100 * e["average"]
+        final = {k: round(100 * v["pass@1"], 1) for k, v in e["benchmarks"].items()}
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    mine = [m for m in metrics if m["model"] == model]
+    return {
+        "method": method,
+        "model": model,
+        "seed": seed,
+        "average": average,
+        "final_by_family": final,
+        "admitted": sum(m.get("admitted") or 0 for m in mine),
+        "admitted_correct": sum(m.get("correct_admitted") or 0 for m in mine),
+    }
+
+
+def summary(args) -> None:
+    rows = [json.loads(line) for line in (args.out / "cells.jsonl").read_text().splitlines()]
+    final = {}
+    for r in rows:
+        final[(r["method"], r["model"], r["seed"])] = list(r["average"].values())[-1]
+    for model in sorted({r["model"] for r in rows}):
+        seeds = sorted({s for (m, mo, s) in final if mo == model and m == "graft" and ("grpo_n8", model, s) in final})
+        if not seeds:
+            continue
+        diffs = [final[("graft", model, s)] - final[("grpo_n8", model, s)] for s in seeds]
+        grpo = statistics.mean(final[("grpo_n8", model, s)] for s in seeds)
+        print(
+            f"{model}: GRPO n=8 {grpo:.1f}, GRAFT - GRPO {statistics.mean(diffs):+.2f} over seeds {seeds} "
+            f"({', '.join(f'{d:+.1f}' for d in diffs)})"
+        )
+
+
+def _wait(procs: list) -> None:
+    for p in procs:
+        if p.wait() != 0:
+            sys.exit(f"a training run failed (exit {p.returncode}); see its log beside the run")
+    procs.clear()
+
+
+def _graft(*args) -> None:
+    subprocess.run([sys.executable, "-m", "graft.cli", *map(str, args)], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["build", "probe", "cells", "summary"])
+    parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    parser.add_argument("--out", type=Path, required=True, help="the candidate world's directory")
+    parser.add_argument("--reuse", type=Path, help="build: a world whose data and unchanged models to copy")
+    parser.add_argument("--pair", default="P1")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    args = parser.parse_args()
+    {"build": build, "probe": probe, "cells": cells, "summary": summary}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
