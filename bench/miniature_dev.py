@@ -28,7 +28,8 @@ from pathlib import Path
 
 import yaml
 
-FAMILIES = ("add", "sub", "mul", "div", "mul2")
+from graft.results import RunDir, parse_step
+from graft.toy.task import FAMILIES
 
 
 def dev_config(config: Path, out: Path) -> Path:
@@ -105,19 +106,19 @@ def cells(args) -> None:
         jobs = [("grpo_n8", [m]) for m in pair] + [("graft", pair)]
         procs = []
         for method, models in jobs:
-            run = args.out / "runs" / method / "_".join(models) / f"seed{seed}"
-            if (run / "done.json").exists():
+            run = _run_dir(args.out, method, models, seed)
+            if run.done.exists():
                 continue
-            run.parent.mkdir(parents=True, exist_ok=True)
+            run.root.parent.mkdir(parents=True, exist_ok=True)
             cmd = ["train", "--config", dev, "--method", method, "--models", ",".join(models), "--seed", str(seed)]
-            cmd += ["--out", run, "--threads", "1", "--eval-dir", run / "eval"]
-            with open(run.parent / f"seed{seed}.log", "w") as log:  # the child keeps its own descriptor
+            cmd += ["--out", run.root, "--threads", "1", "--eval-dir", run.root / "eval"]
+            with open(run.root.parent / f"seed{seed}.log", "w") as log:  # the child keeps its own descriptor
                 procs.append(subprocess.Popen([sys.executable, "-m", "graft.cli", *map(str, cmd)], stderr=log))
             if len(procs) == 2:  # two cores
                 _wait(procs)
         _wait(procs)
         for method, models in jobs:
-            run = args.out / "runs" / method / "_".join(models) / f"seed{seed}"
+            run = _run_dir(args.out, method, models, seed)
             for model in models:
                 row = _row(run, method, model, seed)
                 with open(args.out / "cells.jsonl", "a") as f:
@@ -126,14 +127,18 @@ def cells(args) -> None:
                 print(f"{method} {model} seed {seed}: {scores} | final {row['final_by_family']}")
 
 
-def _row(run: Path, method: str, model: str, seed: int) -> dict:
-    evals = sorted((run / "eval" / model).glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]))
+def _run_dir(out: Path, method: str, models: list[str], seed: int) -> RunDir:
+    return RunDir(out / "runs" / method / "_".join(models) / f"seed{seed}")
+
+
+def _row(run: RunDir, method: str, model: str, seed: int) -> dict:
+    evals = sorted((run.root / "eval" / model).glob("step_*.json"), key=lambda p: parse_step(p.name))
     average, final = {}, {}
     for path in evals:
         e = json.loads(path.read_text())
         average[e["step"]] = 100 * e["average"]
         final = {k: round(100 * v["pass@1"], 1) for k, v in e["benchmarks"].items()}
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(line) for line in run.metrics.read_text().splitlines()]
     mine = [m for m in metrics if m["model"] == model]
     return {
         "method": method,
