@@ -301,8 +301,6 @@ class RunConfig:
                     raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
                 if toy.hidden % toy.heads:
                     raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
-                if not 0.0 <= toy.drill < 1.0:
-                    raise ConfigError(f"toy.models.{name}.drill: {toy.drill} is not allowed; expected 0 <= drill < 1")
                 for family, rate in toy.slip.items():
                     if family not in FAMILIES:
                         raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; families: {FAMILIES}")

@@ -16,7 +16,7 @@ from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.spec import ToyModelSpec, ToySpec
-from graft.toy.task import DRILL_PROBLEM, FAMILIES, ToyProblem, fact_drill, make_splits, slipped_solution
+from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
 from graft.toy.warmup import warm_up
 
 
@@ -53,12 +53,10 @@ def read_problems(path: Path) -> list[ToyProblem]:
 
 
 SLIP_VARIANTS = 8
-DRILL_FACTS = 6
 
 
 def warmup_examples(name: str, warmup: list[ToyProblem], spec: ToyModelSpec, seed: int) -> list[tuple[str, str]]:
-    """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``, and fact drills
-    making up ``spec.drill`` of the result."""
+    """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``."""
     rng = random.Random(seed)
     slips = random.Random(derive(seed, "warmup_slips", name))
     # With slips, every problem comes in SLIP_VARIANTS independently slipped versions (the same count for every
@@ -72,9 +70,6 @@ def warmup_examples(name: str, warmup: list[ToyProblem], spec: ToyModelSpec, see
         rate = spec.slip.get(family, 0.0)
         for p in rng.sample(pool, count):
             out += [(p.problem, slipped_solution(p, rate, slips) if rate > 0 else p.solution) for _ in range(variants)]
-    drills = random.Random(derive(seed, "warmup_drills", name))
-    count = round(len(out) * spec.drill / (1.0 - spec.drill))
-    out += [(DRILL_PROBLEM, fact_drill(warmup, DRILL_FACTS, drills)) for _ in range(count)]
     rng.shuffle(out)
     return out
 

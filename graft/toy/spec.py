@@ -28,10 +28,6 @@ class ToyModelSpec:
     """Per family, the probability that each slip point (a carry, a borrow...) of a warm-up solution is slipped:
     the model learns the procedure as one that has half-learned it, and samples right about as often as its
     warm-up solutions are (a calibrated model, not an over-confident one). Families not named: 0."""
-    drill: float = 0.0
-    """Share of the warm-up examples that are fact drills (``graft.toy.task.fact_drill``): correct steps of every
-    family, out of their procedures. With drills every model knows every family's facts and its slips leave it
-    missing only the procedure, so a peer's correct solution is text it can follow (issue 11's design probes)."""
 
 
 @dataclass(frozen=True)

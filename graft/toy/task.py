@@ -210,28 +210,6 @@ def slipped_solution(problem: ToyProblem, rate: float, rng: random.Random) -> st
     return _SOLVERS[problem.family](*operands, slip=lambda: rng.random() < rate)
 
 
-DRILL_PROBLEM = "Recall some facts."
-"""The prompt of a fact drill (a warm-up example only: never an RL prompt or a test problem)."""
-
-
-def solution_steps(solution: str) -> list[str]:
-    """The steps of a worked solution, each one fact (``7+8 = 15``, ``56+3 = 59``, ``43/7 = 6 r 1``): the text
-    between the problem's header and ``, so \\boxed{...}``, split at commas."""
-    body = solution.split(": ", 1)[1].rsplit(", so \\boxed{", 1)[0]
-    return body.split(", ")
-
-
-def fact_drill(problems: list[ToyProblem], facts: int, rng: random.Random) -> str:
-    """A drill's text: ``facts`` steps of the correct solutions of problems drawn from ``problems``, shuffled out
-    of their procedures. A model warmed up on drills knows every family's facts (what ``56+3`` is), while which
-    steps a solution needs (whether a carry is added) is learned only from the family's worked solutions."""
-    pool: list[str] = []
-    while len(pool) < facts:
-        pool += solution_steps(rng.choice(problems).solution)
-    rng.shuffle(pool)
-    return ", ".join(pool[:facts])
-
-
 def make_problem(family: str, level: int, operands: tuple[int, ...]) -> ToyProblem:
     return ToyProblem(
         id=f"{family}{level}-" + "-".join(map(str, operands)),

@@ -67,7 +67,6 @@ def base() -> dict:
         (lambda c: c["models"]["smol"].update(template="no slot"), "models.smol.template: must contain '{problem}'"),
         (lambda c: c["reward"].update(kind="exact"), "config.reward.kind: 'exact' is not allowed; expected one of"),
         (lambda c: c["toy"]["models"]["smol"]["mix"].update(pow=1.0), "toy.models.smol.mix: unknown family 'pow'"),
-        (lambda c: c["toy"]["models"]["smol"].update(drill=1.0), "toy.models.smol.drill: 1.0 is not allowed"),
         (lambda c: c["workflow"].update(grpo=["grpo_n64"]), "workflow.grpo: unknown preset 'grpo_n64'"),
         (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
     ],

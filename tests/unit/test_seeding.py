@@ -22,7 +22,6 @@ GOLDEN = [
     ("complementarity", (3, "math500"), 2640156262),
     ("vllm_prompt", (9, 4), 9000031),
     ("warmup_slips", (3, "math500"), 2640156263),
-    ("warmup_drills", (3, "math500"), 2640156264),
 ]
 
 
