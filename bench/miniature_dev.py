@@ -29,14 +29,19 @@ from pathlib import Path
 import yaml
 
 from graft.results import RunDir, parse_step
-from graft.toy.task import FAMILIES
+from graft.toy.spec import ToySpec
+
+
+def world_families(cfg: dict) -> list[str]:
+    """The task families of a config's toy world (the ``toy.families`` default when it names none)."""
+    return cfg["toy"].get("families") or ToySpec(models={}).families
 
 
 def dev_config(config: Path, out: Path) -> Path:
     """The config with results in ``out`` and the per-family validation files as its benchmarks."""
     cfg = yaml.safe_load(config.read_text())
     cfg["results"] = str(out.resolve())
-    cfg["eval"]["benchmarks"] = {f: str((out / "validation" / f"{f}.jsonl").resolve()) for f in FAMILIES}
+    cfg["eval"]["benchmarks"] = {f: str((out / "validation" / f"{f}.jsonl").resolve()) for f in world_families(cfg)}
     cfg["eval"].pop("validation", None)
     path = out / "dev_config.yaml"
     out.mkdir(parents=True, exist_ok=True)
@@ -47,7 +52,7 @@ def dev_config(config: Path, out: Path) -> Path:
 def split_validation(out: Path) -> None:
     rows = [json.loads(line) for line in (out / "toy/data/validation.jsonl").read_text().splitlines() if line]
     (out / "validation").mkdir(exist_ok=True)
-    for family in FAMILIES:
+    for family in world_families(yaml.safe_load((out / "dev_config.yaml").read_text())):
         chosen = [r for r in rows if r["family"] == family]
         (out / "validation" / f"{family}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chosen))
 
@@ -84,10 +89,11 @@ def probe(args) -> None:
     cfg = load_config(dev_config(args.config, args.out))
     split_validation(args.out)
     pair = list(cfg.pairs[args.pair])
-    files = [args.out / "validation" / f"{f}.jsonl" for f in FAMILIES]
+    families = list(cfg.eval.benchmarks)
+    files = [args.out / "validation" / f"{f}.jsonl" for f in families]
     report = complementarity(cfg, pair, files, prompts=None, n=8, seed=0, delta=0.8)
     for name in pair:
-        cells = [f"{f} {100 * report['accuracy_by_set'][f][name]:.0f}" for f in FAMILIES]
+        cells = [f"{f} {100 * report['accuracy_by_set'][f][name]:.0f}" for f in families]
         print(f"{name}: success at T=1 (%): " + ", ".join(cells))
     for direction, d in report["directions"].items():
         print(

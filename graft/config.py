@@ -169,11 +169,17 @@ class WorkflowSpec:
     """Which cells the workflow runs (DESIGN.md section 6); every cell is one output path."""
 
     grpo: list[str] = field(default_factory=lambda: ["grpo_n8", "grpo_n16", "grpo_n32"])
-    """Single-model presets run for every model."""
+    """Single-model presets: grpo_n8 runs for every model, the others for ``baseline_models``."""
     pair_methods: list[str] = field(default_factory=lambda: ["graft", "hacpo", "sgt"])
-    """Co-training presets run for every pair."""
+    """Co-training presets: graft runs on every pair, the others on ``baseline_pairs``."""
     replay: bool = True
-    """Archive replay for every direction of every pair, from the peer's stored grpo_n8 run."""
+    """Archive replay for both directions of every pair of ``baseline_pairs``, from the peer's stored grpo_n8
+    run."""
+    baseline_models: list[str] | None = None
+    """Models that run the single-model presets other than grpo_n8 (larger n). None: every model."""
+    baseline_pairs: list[str] | None = None
+    """Pairs that run the co-training presets other than graft, and replay. None: every pair. The main
+    comparison (grpo_n8 for every model, graft on every pair) always runs in full."""
     ablations: list[str] = field(default_factory=_ablation_presets)
     """Presets run on ``ablation_pair`` only (Table 2 and the delta sweep)."""
     ablation_pair: str | None = None
@@ -279,6 +285,12 @@ class RunConfig:
             for name in getattr(w, field_name):
                 if name not in PRESETS and name not in self.methods:
                     raise ConfigError(f"workflow.{field_name}: unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
+        for name in w.baseline_models or []:
+            if name not in self.models:
+                raise ConfigError(f"workflow.baseline_models: unknown model {name!r}; models: {', '.join(self.models)}")
+        for name in w.baseline_pairs or []:
+            if name not in self.pairs:
+                raise ConfigError(f"workflow.baseline_pairs: unknown pair {name!r}; pairs: {', '.join(self.pairs)}")
         if w.ablation_pair is not None and w.ablation_pair not in self.pairs:
             raise ConfigError(
                 f"workflow.ablation_pair: unknown pair {w.ablation_pair!r}; pairs: {', '.join(self.pairs)}"
@@ -291,19 +303,24 @@ class RunConfig:
         if self.toy is not None:
             from graft.toy.task import FAMILIES
 
+            unknown = sorted(set(self.toy.families) - set(FAMILIES))
+            if unknown or len(set(self.toy.families)) != len(self.toy.families) or not self.toy.families:
+                what = f"unknown family {unknown[0]!r}" if unknown else "families must be distinct and not empty"
+                raise ConfigError(f"toy.families: {what}; allowed: {', '.join(FAMILIES)}")
+            world = ", ".join(self.toy.families)
             for name, toy in self.toy.models.items():
                 if name not in self.models:
                     raise ConfigError(f"toy.models.{name}: not in models ({', '.join(self.models)})")
-                unknown = sorted(set(toy.mix) - set(FAMILIES))
+                unknown = sorted(set(toy.mix) - set(self.toy.families))
                 if unknown:
-                    raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; families: {FAMILIES}")
+                    raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; toy.families: {world}")
                 if any(v < 0 for v in toy.mix.values()) or sum(toy.mix.values()) <= 0:
                     raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
                 if toy.hidden % toy.heads:
                     raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
                 for family, rate in toy.slip.items():
-                    if family not in FAMILIES:
-                        raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; families: {FAMILIES}")
+                    if family not in self.toy.families:
+                        raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; toy.families: {world}")
                     if not 0.0 <= rate <= 1.0:
                         raise ConfigError(f"toy.models.{name}.slip.{family}: {rate} is not allowed; expected 0 to 1")
 

@@ -28,10 +28,11 @@ def write_data(spec: ToySpec, out: Path) -> dict[str, int]:
     """Under ``out``: warmup.jsonl (the whole train split, where warm-up examples come from), train.jsonl (the RL
     prompts: ``train_per_family`` of each family from the train split), validation.jsonl and test/<family>.jsonl.
     Returns the split sizes."""
-    splits = make_splits(spec.seed, spec.test_per_family, spec.validation_per_family, spec.level2_share)
+    families = tuple(spec.families)
+    splits = make_splits(spec.seed, spec.test_per_family, spec.validation_per_family, spec.level2_share, families)
     rng = random.Random(spec.seed)
     prompts = []
-    for family in FAMILIES:
+    for family in families:
         pool = [p for p in splits.train if p.family == family]
         prompts += rng.sample(pool, min(spec.train_per_family, len(pool)))
     rng.shuffle(prompts)

@@ -35,6 +35,8 @@ class ToySpec:
     """The synthetic task and the tiny models of the embedded default."""
 
     models: dict[str, ToyModelSpec]
+    families: list[str] = field(default_factory=lambda: ["add", "sub", "mul", "div", "mul2"])
+    """The task families of this world, one toy benchmark each (``graft.toy.task.FAMILIES`` lists them all)."""
     seed: int = 0
     test_per_family: int = 64
     """Problems per family in the test split (the toy's benchmarks)."""

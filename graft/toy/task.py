@@ -1,8 +1,10 @@
 """Synthetic integer arithmetic with worked solutions that end in ``\\boxed{N}``.
 
-Five families, one per toy "benchmark" (the analogue of the paper's five): column addition, column
-subtraction, one-digit-by-multi-digit multiplication, exact long division, and two-digit-by-two-digit products
-by distribution (the hard family, the AIME of the toy). Each solution is a
+Each family is one toy "benchmark" (a world has five, the analogue of the paper's five): column addition,
+column subtraction, one-digit-by-multi-digit multiplication, exact long division, two-digit-by-two-digit
+products by distribution (the hard family, the AIME of the toy), and column addition and subtraction of three
+numbers (``add3``, ``sub3``: the step facts and the one-token carry or borrow of ``add`` and ``sub``, with
+carries and borrows of up to two). Each solution is a
 column method whose steps are small lookups (``7+8 = 15``), so a peer's solution is mostly predictable text for
 a receiver that knows the format, and a model trained on a family can generalise to unseen problems of it.
 Families use different step skills, so that a model trained mostly on some families stays weak on the others.
@@ -14,7 +16,9 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-FAMILIES: tuple[str, ...] = ("add", "sub", "mul", "div", "mul2")
+FAMILIES: tuple[str, ...] = ("add", "sub", "mul", "div", "mul2", "add3", "sub3")
+"""Every family the task knows; a toy world uses some of them (``toy.families``)."""
+DEFAULT_FAMILIES: tuple[str, ...] = FAMILIES[:5]
 
 
 @dataclass(frozen=True)
@@ -51,44 +55,43 @@ def _number(columns: list[int]) -> int:
     return sum(v * 10**i for i, v in enumerate(columns))
 
 
-def solve_add(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
-    """Column addition; ``slip()`` is asked at every incoming carry and, when True, the carry is forgotten."""
-    da, db = _digits(a), _digits(b)
+def solve_add(*terms: int, slip: Callable[[], bool] = _never) -> str:
+    """Column addition of two or more numbers; ``slip()`` is asked at every incoming carry and, when True, the
+    carry is forgotten."""
+    digits = [_digits(t) for t in terms]
     steps, columns, carry = [], [], 0
-    width = max(len(da), len(db))
+    width = max(len(d) for d in digits)
     for i in range(width):
         if carry and slip():
             carry = 0
-        terms = [d[i] for d in (da, db) if i < len(d)] + ([carry] if carry else [])
-        total = sum(terms)
-        steps.append("+".join(map(str, terms)) + f" = {total}")
+        column = [d[i] for d in digits if i < len(d)] + ([carry] if carry else [])
+        total = sum(column)
+        steps.append("+".join(map(str, column)) + f" = {total}")
         columns.append(total if i == width - 1 else total % 10)
         carry = total // 10
-    return f"{a}+{b}: " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
+    return "+".join(map(str, terms)) + ": " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
-def solve_sub(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
-    """Column subtraction; ``slip()`` is asked at every pending borrow and, when True, the borrow is forgotten."""
-    da, db = _digits(a), _digits(b)
+def solve_sub(a: int, *subtrahends: int, slip: Callable[[], bool] = _never) -> str:
+    """Column subtraction of one or more numbers; a column short by up to ``k`` tens borrows ``k`` (written as
+    the prefix ``k`` of its top digit). ``slip()`` is asked at every pending borrow and, when True, the borrow is
+    forgotten."""
+    da, below = _digits(a), [_digits(b) for b in subtrahends]
     steps, columns, borrow = [], [], 0
     for i, top in enumerate(da):
         if borrow and slip():
             borrow = 0
-        bottom = db[i] if i < len(db) else 0
-        if i >= len(db) and borrow == 0:
+        bottoms = [d[i] if i < len(d) else 0 for d in below]
+        if all(i >= len(d) for d in below) and borrow == 0:
             columns += da[i:]  # the remaining digits are copied down
             break
-        need = bottom + borrow
-        terms = f"{top}" + (f"-{borrow}" if borrow else "") + f"-{bottom}"
-        if top < need:
-            steps.append(f"1{terms} = {top + 10 - need}")
-            columns.append(top + 10 - need)
-            borrow = 1
-        else:
-            steps.append(f"{terms} = {top - need}")
-            columns.append(top - need)
-            borrow = 0
-    return f"{a}-{b}: " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
+        need = sum(bottoms) + borrow
+        terms = f"{top}" + (f"-{borrow}" if borrow else "") + "".join(f"-{b}" for b in bottoms)
+        tens = max(0, -(-(need - top) // 10))
+        steps.append((f"{tens}" if tens else "") + f"{terms} = {top + 10 * tens - need}")
+        columns.append(top + 10 * tens - need)
+        borrow = tens
+    return "-".join(map(str, (a, *subtrahends))) + ": " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
 def solve_mul(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
@@ -176,6 +179,16 @@ def _operands(family: str, level: int) -> Iterator[tuple[int, ...]]:
     if family == "mul2":
         lo, hi = (11, 49) if level == 1 else (50, 99)
         return ((a, b) for a in range(lo, hi + 1) for b in range(11, 100) if a % 10 and b % 10)
+    # Three terms: level 1 two-digit numbers, level 2 a three-digit first term; the smaller terms in decreasing
+    # order and at most 39 at level 2, so that a space is a few hundred thousand problems, not millions.
+    if family == "add3":
+        if level == 1:
+            return ((a, b, c) for a in range(10, 100) for b in range(10, a + 1) for c in range(10, b + 1))
+        return ((a, b, c) for a in range(100, 1000) for b in range(10, 40) for c in range(10, b + 1))
+    if family == "sub3":
+        if level == 1:
+            return ((a, b, c) for a in range(30, 100) for b in range(10, 50) for c in range(10, b + 1) if b + c <= a)
+        return ((a, b, c) for a in range(100, 1000) for b in range(10, 40) for c in range(10, b + 1))
     raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
 
 
@@ -185,6 +198,8 @@ _SOLVERS: dict[str, Callable[..., str]] = {
     "mul": solve_mul,
     "div": solve_div,
     "mul2": solve_mul2,
+    "add3": solve_add,
+    "sub3": solve_sub,
 }
 _TEXT = {
     "add": "What is {0} + {1}?",
@@ -192,6 +207,8 @@ _TEXT = {
     "mul": "What is {0} * {1}?",
     "div": "What is {0} / {1}?",
     "mul2": "What is {0} * {1}?",
+    "add3": "What is {0} + {1} + {2}?",
+    "sub3": "What is {0} - {1} - {2}?",
 }
 _ANSWER: dict[str, Callable[..., int]] = {
     "add": lambda a, b: a + b,
@@ -199,6 +216,8 @@ _ANSWER: dict[str, Callable[..., int]] = {
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a // b,
     "mul2": lambda a, b: a * b,
+    "add3": lambda a, b, c: a + b + c,
+    "sub3": lambda a, b, c: a - b - c,
 }
 
 
@@ -241,15 +260,22 @@ def _take(pools: list[list[tuple[int, tuple[int, ...]]]], count: int, level2_sha
     return [make_problem(family, level, ops) for level, ops in chosen]
 
 
-def make_splits(seed: int, test_per_family: int, validation_per_family: int, level2_share: float = 0.0) -> Splits:
-    """Disjoint per-family splits. Each family's level-1 and level-2 spaces are shuffled with the seed; test and
-    validation take ``level2_share`` of their problems from level 2 (more digits) and the rest from level 1;
-    train keeps the remaining problems, with level 2 in the same proportion. No problem is in two splits."""
+def make_splits(
+    seed: int,
+    test_per_family: int,
+    validation_per_family: int,
+    level2_share: float = 0.0,
+    families: tuple[str, ...] = DEFAULT_FAMILIES,
+) -> Splits:
+    """Disjoint per-family splits of ``families``. Each family's level-1 and level-2 spaces are shuffled with the
+    seed; test and validation take ``level2_share`` of their problems from level 2 (more digits) and the rest
+    from level 1; train keeps the remaining problems, with level 2 in the same proportion. No problem is in two
+    splits."""
     if not 0.0 <= level2_share < 1.0:
         raise ValueError(f"level2_share must be in [0, 1), got {level2_share}")
     rng = random.Random(seed)
     train, validation, test = [], [], {}
-    for family in FAMILIES:
+    for family in families:
         pools = []
         for level in (1, 2):
             space = [(level, ops) for ops in _space(family, level)]

@@ -18,7 +18,7 @@ from graft.engine.policy import load_policy
 from graft.engine.reward import toy_reward
 from graft.toy import task
 from graft.toy.models import build_tokenizer
-from graft.toy.task import FAMILIES, make_problem, make_splits
+from graft.toy.task import DEFAULT_FAMILIES, FAMILIES, make_problem, make_splits
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -43,6 +43,9 @@ def test_hand_worked_solutions():
     assert task.solve_sub(83, 47) == "83-47: 13-7 = 6, 8-1-4 = 3, so \\boxed{36}"
     assert task.solve_mul(6, 85) == "6*85: 6*5 = 30, 6*8 = 48, 48+3 = 51, so \\boxed{510}"
     assert task.solve_div(511, 7) == "511/7: 51/7 = 7 r 2, 21/7 = 3 r 0, so \\boxed{73}"
+    assert task.solve_add(47, 38, 29) == "47+38+29: 7+8+9 = 24, 4+3+2+2 = 11, so \\boxed{114}"
+    assert task.solve_sub(95, 37, 28) == "95-37-28: 15-7-8 = 0, 9-1-3-2 = 3, so \\boxed{30}"
+    assert task.solve_sub(402, 39, 38) == "402-39-38: 22-9-8 = 5, 10-2-3-3 = 2, 4-1-0-0 = 3, so \\boxed{325}"
 
 
 def test_splits_are_disjoint_deterministic_and_per_family():
@@ -52,14 +55,18 @@ def test_splits_are_disjoint_deterministic_and_per_family():
     val_ids = {p.id for p in a.validation}
     train_ids = {p.id for p in a.train}
     assert not (test_ids & val_ids) and not (test_ids & train_ids) and not (val_ids & train_ids)
-    assert set(a.test) == set(FAMILIES) and all(len(v) == 20 for v in a.test.values())
+    assert set(a.test) == set(DEFAULT_FAMILIES) and all(len(v) == 20 for v in a.test.values())
     assert all(sum(p.level == 2 for p in ps) == 5 for ps in a.test.values())
     assert [p.id for p in make_splits(4, 20, 5).train] != [p.id for p in a.train]
+    three = make_splits(3, 20, 5, level2_share=0.25, families=("add3", "sub3"))
+    assert set(three.test) == {"add3", "sub3"} and {p.family for p in three.train} == {"add3", "sub3"}
 
 
 def test_tokenizers_differ_but_have_comparable_granularity():
     texts = [
-        make_problem(f, 1, ops).solution for f in FAMILIES for ops in itertools.islice(task._space(f, 1), 0, 400, 7)
+        make_problem(f, 1, ops).solution
+        for f in DEFAULT_FAMILIES
+        for ops in itertools.islice(task._space(f, 1), 0, 400, 7)
     ]
     ratios = {}
     for pre, vocab in (("gpt2_regex", 400), ("digit_runs", 320), ("space_words", 300)):
@@ -104,8 +111,8 @@ def tiny_toy(tmp_path_factory):
 def test_toy_build_writes_data_and_loadable_models(tiny_toy):
     config = load_config(tiny_toy)
     root = tiny_toy.parent / "results" / "toy"
-    assert sorted(p.name for p in (root / "data" / "test").iterdir()) == sorted(f"{f}.jsonl" for f in FAMILIES)
-    assert len((root / "data" / "train.jsonl").read_text().splitlines()) == 10 * len(FAMILIES)
+    assert sorted(p.name for p in (root / "data" / "test").iterdir()) == sorted(f"{f}.jsonl" for f in DEFAULT_FAMILIES)
+    assert len((root / "data" / "train.jsonl").read_text().splitlines()) == 10 * len(DEFAULT_FAMILIES)
     summary = json.loads((tiny_toy.parent / "build.json").read_text())
     archs = set()
     for name in TINY:

@@ -42,6 +42,22 @@ def test_paper_config_matches_the_papers_settings():
     assert len(training_cells(cfg)) == 15 + 21 + 16
 
 
+def test_baseline_models_and_pairs_limit_only_the_baselines():
+    raw = yaml.safe_load(Path("config/smoke.yaml").read_text())
+    raw["workflow"].update(grpo=["grpo_n8", "grpo_n32"], pair_methods=["graft", "hacpo"], replay=True, ablations=[])
+    full = training_cells(config_from_dict(raw))
+    raw["workflow"].update(baseline_models=[], baseline_pairs=[])
+    main_only = training_cells(config_from_dict(raw))
+    assert {c.method for c in main_only} == {"grpo_n8", "graft"}
+    assert {c for c in full if c.method in ("grpo_n8", "graft")} == set(main_only)
+    first_model, first_pair = next(iter(raw["models"])), next(iter(raw["pairs"]))
+    raw["workflow"].update(baseline_models=[first_model], baseline_pairs=[first_pair])
+    some = {(c.method, c.cell) for c in training_cells(config_from_dict(raw))} - {(c.method, c.cell) for c in main_only}
+    a, b = raw["pairs"][first_pair]
+    replays = {("replay", f"{a}_from_{b}"), ("replay", f"{b}_from_{a}")}
+    assert some == {("grpo_n32", first_model), ("hacpo", first_pair), *replays}
+
+
 def test_paper_scale_matches_the_slurm_profile():
     """One process per GPU: the training job's GPUs are the processes torchrun starts."""
     cfg = load_config("config/paper.yaml")
@@ -68,6 +84,10 @@ def base() -> dict:
         (lambda c: c["reward"].update(kind="exact"), "config.reward.kind: 'exact' is not allowed; expected one of"),
         (lambda c: c["toy"]["models"]["smol"]["mix"].update(pow=1.0), "toy.models.smol.mix: unknown family 'pow'"),
         (lambda c: c["workflow"].update(grpo=["grpo_n64"]), "workflow.grpo: unknown preset 'grpo_n64'"),
+        (lambda c: c["workflow"].update(baseline_pairs=["P9"]), "workflow.baseline_pairs: unknown pair 'P9'"),
+        (lambda c: c["workflow"].update(baseline_models=["gpt5"]), "workflow.baseline_models: unknown model 'gpt5'"),
+        (lambda c: c["toy"].update(families=["add", "pow"]), "toy.families: unknown family 'pow'"),
+        (lambda c: c["toy"].update(families=["add", "add"]), "toy.families: families must be distinct"),
         (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
     ],
 )
