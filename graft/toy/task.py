@@ -142,6 +142,24 @@ def solve_mul2(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
     return f"{a}*{b}: " + ", ".join(steps) + f", {total} = {value}, so \\boxed{{{value}}}"
 
 
+def _largest_carry(first: int, rest: tuple[int, ...], sign: int) -> int:
+    """The largest carry (``sign`` 1: ``first + sum(rest)``) or borrow (-1: ``first - sum(rest)``) of the
+    column method, the last column's overflow excepted (it is written out, not carried)."""
+    top, others = _digits(first), [_digits(x) for x in rest]
+    width = max(len(top), *(len(d) for d in others))
+    largest, carry = 0, 0
+    for i in range(width - 1):
+        column = sum(d[i] for d in others if i < len(d))
+        here = top[i] if i < len(top) else 0
+        if sign > 0:
+            carry = (here + column + carry) // 10
+        else:
+            need = column + carry
+            carry = max(0, -(-(need - here) // 10))
+        largest = max(largest, carry)
+    return largest
+
+
 def slip_points(family: str, operands: tuple[int, ...]) -> int:
     """How many steps of the solution could slip (carries, borrows, carried remainders, the partial sum)."""
     count = 0
@@ -180,15 +198,21 @@ def _operands(family: str, level: int) -> Iterator[tuple[int, ...]]:
         lo, hi = (11, 49) if level == 1 else (50, 99)
         return ((a, b) for a in range(lo, hi + 1) for b in range(11, 100) if a % 10 and b % 10)
     # Three terms: level 1 two-digit numbers, level 2 a three-digit first term; the smaller terms in decreasing
-    # order and at most 39 at level 2, so that a space is a few hundred thousand problems, not millions.
+    # order and at most 39 at level 2, so that a space is a few hundred thousand problems, not millions. Every
+    # carry and borrow is 1, as in add and sub: the unslipped step differs from the slipped one by one "+1" or
+    # "-1", never by a carry of 2 that the two-term families do not have.
     if family == "add3":
         if level == 1:
-            return ((a, b, c) for a in range(10, 100) for b in range(10, a + 1) for c in range(10, b + 1))
-        return ((a, b, c) for a in range(100, 1000) for b in range(10, 40) for c in range(10, b + 1))
+            ops = ((a, b, c) for a in range(10, 100) for b in range(10, a + 1) for c in range(10, b + 1))
+        else:
+            ops = ((a, b, c) for a in range(100, 1000) for b in range(10, 40) for c in range(10, b + 1))
+        return (t for t in ops if _largest_carry(t[0], t[1:], sign=1) <= 1)
     if family == "sub3":
         if level == 1:
-            return ((a, b, c) for a in range(30, 100) for b in range(10, 50) for c in range(10, b + 1) if b + c <= a)
-        return ((a, b, c) for a in range(100, 1000) for b in range(10, 40) for c in range(10, b + 1))
+            ops = ((a, b, c) for a in range(30, 100) for b in range(10, 50) for c in range(10, b + 1) if b + c <= a)
+        else:
+            ops = ((a, b, c) for a in range(100, 1000) for b in range(10, 40) for c in range(10, b + 1))
+        return (t for t in ops if _largest_carry(t[0], t[1:], sign=-1) <= 1)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
 
 

@@ -38,6 +38,17 @@ def test_column_addition_steps_are_right(a, b):
         assert sum(int(x) for x in lhs.split("+")) == int(rhs)
 
 
+@pytest.mark.parametrize("level", [1, 2])
+def test_three_term_families_carry_and_borrow_at_most_one(level):
+    """add3 and sub3 keep the one-token "+1" / "-1" step of add and sub: no column carries or borrows 2."""
+    for ops in itertools.islice(task._space("add3", level), 0, None, 211):
+        steps = make_problem("add3", level, ops).solution.split(": ", 1)[1].split(", so")[0].split(", ")
+        assert all(int(step.split(" = ")[1]) < 20 for step in steps[:-1]), ops
+    for ops in itertools.islice(task._space("sub3", level), 0, None, 211):
+        steps = make_problem("sub3", level, ops).solution.split(": ", 1)[1].split(", so")[0].split(", ")
+        assert not any(step[0] == "2" and step[1] != "-" for step in steps), ops
+
+
 def test_hand_worked_solutions():
     assert task.solve_add(47, 38) == "47+38: 7+8 = 15, 4+3+1 = 8, so \\boxed{85}"
     assert task.solve_sub(83, 47) == "83-47: 13-7 = 6, 8-1-4 = 3, so \\boxed{36}"
@@ -46,6 +57,8 @@ def test_hand_worked_solutions():
     assert task.solve_add(47, 38, 29) == "47+38+29: 7+8+9 = 24, 4+3+2+2 = 11, so \\boxed{114}"
     assert task.solve_sub(95, 37, 28) == "95-37-28: 15-7-8 = 0, 9-1-3-2 = 3, so \\boxed{30}"
     assert task.solve_sub(402, 39, 38) == "402-39-38: 22-9-8 = 5, 10-2-3-3 = 2, 4-1-0-0 = 3, so \\boxed{325}"
+    assert task._largest_carry(402, (39, 38), sign=-1) == 2 and task._largest_carry(47, (38, 29), sign=1) == 2
+    assert task._largest_carry(95, (37, 28), sign=-1) == 1 and task._largest_carry(523, (37, 28), sign=1) == 1
 
 
 def test_splits_are_disjoint_deterministic_and_per_family():
