@@ -1,8 +1,6 @@
 import json
 from pathlib import Path
 
-from graft.toy.task import FAMILIES
-
 if TOY:
 
     rule toy_data:
@@ -13,7 +11,7 @@ if TOY:
             warmup=f"{TREE.toy}/data/warmup.jsonl",
             train=f"{TREE.toy}/data/train.jsonl",
             validation=f"{TREE.toy}/data/validation.jsonl",
-            tests=expand(f"{TREE.toy}/data/test/{{family}}.jsonl", family=FAMILIES),
+            tests=expand(f"{TREE.toy}/data/test/{{family}}.jsonl", family=CFG.toy.families),
         log:
             f"{R}/logs/toy_data.log",
         conda:
