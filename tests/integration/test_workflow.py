@@ -96,6 +96,16 @@ def test_html_report_holds_every_table_and_figure_with_its_caption(smoke, tmp_pa
         assert first_words in text, caption.name
 
 
+def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path):
+    """A dry run of the embedded default: one test set per family of ``toy.families`` and no other, GRPO n=8 and
+    GRAFT in full, the baselines only where ``workflow.baseline_*`` put them (graft plan counts the same)."""
+    proc = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    out = proc.stdout + proc.stderr
+    tests = set(re.findall(r"toy/data/test/(\w+)\.jsonl", out))
+    assert tests == {"add", "sub", "add3", "sub3", "mul"}
+    assert job_counts(proc)["train"] == 9 + 2 + 9 + 1 + 1 + 2 + 2  # grpo_n8, n32, graft, hacpo, sgt, replay, ablations
+
+
 def test_second_run_does_nothing(smoke):
     out = smk(smoke, "all", "--dry-run")
     assert "Nothing to be done" in out.stdout + out.stderr
