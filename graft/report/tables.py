@@ -194,6 +194,8 @@ def table_clipping(ctx: ReportContext, seeds: list[int]) -> Table:
     header = ["position", "model", "clipped own tokens (%)", "clipped peer tokens (%)"]
     rows = []
     for method in ("graft", "graft_peer_first", "graft_uniform"):
+        if ctx.metrics(method, pair_name, seeds).empty:
+            continue  # not run (the CPU default leaves the order ablations out)
         for model in members:
             mine = ctx.metrics(method, pair_name, seeds, model)
             means = [
@@ -216,6 +218,8 @@ def table_transfers(ctx: ReportContext, methods: list[str], seeds: list[int]) ->
             for model in members:
                 mine = ctx.metrics(method, pair, seeds, model)
                 runs = mine.seed.nunique()
+                if not runs:
+                    continue  # a cell the workflow did not run (workflow.baseline_pairs)
                 total = {c: float(mine[c].sum()) if c in mine else 0.0 for c in _TRANSFER_COUNTS}
                 rows.append(
                     [
@@ -223,8 +227,8 @@ def table_transfers(ctx: ReportContext, methods: list[str], seeds: list[int]) ->
                         pair,
                         model,
                         runs,
-                        total["transferred"] / runs if runs else None,
-                        total["admitted"] / runs if runs else None,
+                        total["transferred"] / runs,
+                        total["admitted"] / runs,
                         _percent(total["correct_admitted"], total["admitted"]),
                         _percent(total["correct_admitted"], total["correct_transferred"]),
                         _percent(

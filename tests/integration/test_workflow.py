@@ -104,6 +104,8 @@ def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path)
     tests = set(re.findall(r"toy/data/test/(\w+)\.jsonl", out))
     assert tests == {"add", "sub", "add3", "sub3", "mul"}
     assert job_counts(proc)["train"] == 9 + 2 + 9 + 1 + 1 + 2 + 2  # grpo_n8, n32, graft, hacpo, sgt, replay, ablations
+    figures = set(re.findall(r"dynamics_(\w+)\.png", out))
+    assert figures == {"graft_P1", "graft_P2", "graft_P3", "hacpo_P1", "sgt_P1"}  # one per co-training cell run
 
 
 def test_second_run_does_nothing(smoke):

@@ -136,7 +136,8 @@ def test_table2_and_clipping(tree):
     clip = table_clipping(ctx, [0])
     graft_a = row(clip, "GRAFT", "A")
     assert graft_a[2] == pytest.approx(10.0) and graft_a[3] == pytest.approx(30.0)
-    assert row(clip, "GRAFT", "B")[3] is None and row(clip, "peer first", "A")[2] is None
+    assert row(clip, "GRAFT", "B")[3] is None
+    assert not [r for r in clip.rows if r[0] == "peer first"]  # not run: no rows
 
 
 def test_paired_bootstrap_of_identical_runs_is_zero(tree):
@@ -242,7 +243,8 @@ def test_transfers_table_and_dynamics_figure(tmp_path):
             ]  # fmt: skip
             write_metrics(root, "graft", "P", seed, [r for r in rows if r["step"] <= step])
     ctx = context(root)
-    t = table_transfers(ctx, ["graft"], [0, 1])
+    t = table_transfers(ctx, ["graft", "hacpo"], [0, 1])
+    assert {r[0] for r in t.rows} == {"GRAFT"}  # HACPO did not run: no rows
     a = row(t, "GRAFT", "P", "A")
     # two steps per seed: 16 transferred and 8 admitted per run, 6 of them correct
     assert a[3:] == [2, 16.0, 8.0, pytest.approx(75.0), pytest.approx(75.0), pytest.approx(25.0)]
