@@ -124,8 +124,9 @@ def tiny_toy(tmp_path_factory):
 def test_toy_build_writes_data_and_loadable_models(tiny_toy):
     config = load_config(tiny_toy)
     root = tiny_toy.parent / "results" / "toy"
-    assert sorted(p.name for p in (root / "data" / "test").iterdir()) == sorted(f"{f}.jsonl" for f in DEFAULT_FAMILIES)
-    assert len((root / "data" / "train.jsonl").read_text().splitlines()) == 10 * len(DEFAULT_FAMILIES)
+    families = config.toy.families
+    assert sorted(p.name for p in (root / "data" / "test").iterdir()) == sorted(f"{f}.jsonl" for f in families)
+    assert len((root / "data" / "train.jsonl").read_text().splitlines()) == 10 * len(families)
     summary = json.loads((tiny_toy.parent / "build.json").read_text())
     archs = set()
     for name in TINY:
