@@ -11,7 +11,9 @@ if TOY:
             warmup=f"{TREE.toy}/data/warmup.jsonl",
             train=f"{TREE.toy}/data/train.jsonl",
             validation=f"{TREE.toy}/data/validation.jsonl",
-            tests=expand(f"{TREE.toy}/data/test/{{family}}.jsonl", family=CFG.toy.families),
+            tests=expand(
+                f"{TREE.toy}/data/test/{{family}}.jsonl", family=CFG.toy.families
+            ),
         log:
             f"{R}/logs/toy_data.log",
         conda:
