@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from graft.toy.task import DEFAULT_FAMILIES
+
 
 @dataclass(frozen=True)
 class ToyModelSpec:
@@ -35,7 +37,7 @@ class ToySpec:
     """The synthetic task and the tiny models of the embedded default."""
 
     models: dict[str, ToyModelSpec]
-    families: list[str] = field(default_factory=lambda: ["add", "sub", "mul", "div", "mul2"])
+    families: list[str] = field(default_factory=lambda: list(DEFAULT_FAMILIES))
     """The task families of this world, one toy benchmark each (``graft.toy.task.FAMILIES`` lists them all)."""
     seed: int = 0
     test_per_family: int = 64

@@ -3,8 +3,8 @@
 Each family is one toy "benchmark" (a world has five, the analogue of the paper's five): column addition,
 column subtraction, one-digit-by-multi-digit multiplication, exact long division, two-digit-by-two-digit
 products by distribution (the hard family, the AIME of the toy), and column addition and subtraction of three
-numbers (``add3``, ``sub3``: the step facts and the one-token carry or borrow of ``add`` and ``sub``, with
-carries and borrows of up to two). Each solution is a
+numbers (``add3``, ``sub3``: the step facts and the one-token carry or borrow of ``add`` and ``sub``, every
+carry and borrow 1). Each solution is a
 column method whose steps are small lookups (``7+8 = 15``), so a peer's solution is mostly predictable text for
 a receiver that knows the format, and a model trained on a family can generalise to unseen problems of it.
 Families use different step skills, so that a model trained mostly on some families stays weak on the others.
@@ -72,6 +72,11 @@ def solve_add(*terms: int, slip: Callable[[], bool] = _never) -> str:
     return "+".join(map(str, terms)) + ": " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
+def _tens_borrowed(need: int, top: int) -> int:
+    """How many tens a column whose top digit is ``top`` borrows to take away ``need`` (0 when it need not)."""
+    return max(0, -(-(need - top) // 10))
+
+
 def solve_sub(a: int, *subtrahends: int, slip: Callable[[], bool] = _never) -> str:
     """Column subtraction of one or more numbers; a column short by up to ``k`` tens borrows ``k`` (written as
     the prefix ``k`` of its top digit). ``slip()`` is asked at every pending borrow and, when True, the borrow is
@@ -87,7 +92,7 @@ def solve_sub(a: int, *subtrahends: int, slip: Callable[[], bool] = _never) -> s
             break
         need = sum(bottoms) + borrow
         terms = f"{top}" + (f"-{borrow}" if borrow else "") + "".join(f"-{b}" for b in bottoms)
-        tens = max(0, -(-(need - top) // 10))
+        tens = _tens_borrowed(need, top)
         steps.append((f"{tens}" if tens else "") + f"{terms} = {top + 10 * tens - need}")
         columns.append(top + 10 * tens - need)
         borrow = tens
@@ -151,11 +156,7 @@ def _largest_carry(first: int, rest: tuple[int, ...], sign: int) -> int:
     for i in range(width - 1):
         column = sum(d[i] for d in others if i < len(d))
         here = top[i] if i < len(top) else 0
-        if sign > 0:
-            carry = (here + column + carry) // 10
-        else:
-            need = column + carry
-            carry = max(0, -(-(need - here) // 10))
+        carry = (here + column + carry) // 10 if sign > 0 else _tens_borrowed(column + carry, here)
         largest = max(largest, carry)
     return largest
 
