@@ -147,22 +147,38 @@ def solve_mul2(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
     return f"{a}*{b}: " + ", ".join(steps) + f", {total} = {value}, so \\boxed{{{value}}}"
 
 
-def _largest_carry(first: int, rest: tuple[int, ...], sign: int) -> int:
-    """The largest carry (``sign`` 1: ``first + sum(rest)``) or borrow (-1: ``first - sum(rest)``) of the
-    column method, the last column's overflow excepted (it is written out, not carried)."""
-    top, others = _digits(first), [_digits(x) for x in rest]
-    width = max(len(top), *(len(d) for d in others))
-    largest, carry = 0, 0
-    for i in range(width - 1):
-        column = sum(d[i] for d in others if i < len(d))
-        here = top[i] if i < len(top) else 0
+def _column_carries(first: int, rest: tuple[int, ...], sign: int) -> list[int]:
+    """The carries (``sign`` 1: ``first + sum(rest)``) or borrows (-1: ``first - sum(rest)``) the column method
+    passes on, one per column but the last (whose overflow is written out, not carried). Integer arithmetic
+    only: the toy data enumerates millions of operand tuples through it."""
+    width = len(str(max(first, *rest)))
+    carries, carry, place = [], 0, 1
+    for _ in range(width - 1):
+        here = first // place % 10
+        column = sum(x // place % 10 for x in rest)
         carry = (here + column + carry) // 10 if sign > 0 else _tens_borrowed(column + carry, here)
-        largest = max(largest, carry)
-    return largest
+        carries.append(carry)
+        place *= 10
+    return carries
+
+
+def _largest_carry(first: int, rest: tuple[int, ...], sign: int) -> int:
+    """The largest carry or borrow of the column method (see ``_column_carries``)."""
+    return max(_column_carries(first, rest, sign), default=0)
+
+
+_COLUMN_SIGN = {"add": 1, "add3": 1, "sub": -1, "sub3": -1}
 
 
 def slip_points(family: str, operands: tuple[int, ...]) -> int:
     """How many steps of the solution could slip (carries, borrows, carried remainders, the partial sum)."""
+    if family in _COLUMN_SIGN:  # a slip point is a carry or borrow passed on: counted without writing the text
+        return sum(1 for carry in _column_carries(operands[0], operands[1:], _COLUMN_SIGN[family]) if carry)
+    return solver_slip_points(family, operands)
+
+
+def solver_slip_points(family: str, operands: tuple[int, ...]) -> int:
+    """The slip points of a family's solver, counted by running it: every time it asks whether to slip."""
     count = 0
 
     def counting() -> bool:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.engine.reward import last_boxed
-from graft.toy.task import FAMILIES, _operands, make_problem, slip_points, slipped_solution
+from graft.toy.task import FAMILIES, _operands, make_problem, slip_points, slipped_solution, solver_slip_points
 
 HAND = [
     ("add", (47, 38), "47+38: 7+8 = 15, 4+3 = 7, so \\boxed{75}"),
@@ -48,3 +48,21 @@ def test_every_problem_of_the_task_has_a_slip_point():
     splits = make_splits(0, test_per_family=5, validation_per_family=2)
     for problem in [*splits.validation, *(p for ps in splits.test.values() for p in ps), *splits.train[::500]]:
         assert slip_points(problem.family, tuple(int(x) for x in problem.id.split("-")[1:])) >= 1
+
+
+column_operands = st.one_of(
+    st.tuples(st.just("add"), st.lists(st.integers(0, 99_999), min_size=2, max_size=3)),
+    st.tuples(st.just("sub"), st.lists(st.integers(0, 9_999), min_size=1, max_size=2)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(column_operands, st.integers(0, 99_999))
+def test_counted_carries_match_the_solver(case, top):
+    """slip_points counts carries and borrows arithmetically; the solver's own count is the definition."""
+    kind, rest = case
+    if kind == "add":
+        family, operands = ("add" if len(rest) == 2 else "add3"), tuple(rest)
+    else:
+        family, operands = ("sub" if len(rest) == 1 else "sub3"), (top + sum(rest), *rest)
+    assert slip_points(family, operands) == solver_slip_points(family, operands)
