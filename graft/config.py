@@ -34,6 +34,10 @@ class ModelSpec:
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter dtype for training and rollout."""
 
+    lr: float | None = None
+    """This model's AdamW learning rate; None: ``train.lr``. The paper trains every model at 1e-6; the miniature's
+    tiny models move at different rates per step, so its default picks one per model on validation prompts."""
+
 
 @dataclass(frozen=True)
 class DataSpec:
@@ -278,6 +282,8 @@ class RunConfig:
         for name, spec in self.models.items():
             if spec.template != "chat" and "{problem}" not in spec.template:
                 raise ConfigError(f"models.{name}.template: must contain '{{problem}}' or be 'chat'")
+            if spec.lr is not None and not spec.lr > 0:
+                raise ConfigError(f"models.{name}.lr: {spec.lr} is not allowed; expected > 0, or null for train.lr")
         w = self.workflow
         from graft.methods import PRESETS
 

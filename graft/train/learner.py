@@ -90,7 +90,7 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
             shard_model(ref, world, DTYPES[spec.dtype])
     t = cfg.train
     optimizer = torch.optim.AdamW(
-        policy.model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
+        policy.model.parameters(), lr=spec.lr or t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
     )
     engine = None
     if deepspeed:  # the reference model (HACPO's KL) stays whole on every process: it is frozen

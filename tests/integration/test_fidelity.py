@@ -148,3 +148,12 @@ def test_a_fully_gated_prompt_leaves_no_group_and_the_update_count_stays(forced_
     assert stats.admitted == 0 and stats.transferred > 0
     assert {g.prompt_index for g in groups} == set((~chosen).nonzero().flatten().tolist())
     assert all(len(g.rows) == 8 and not g.grafted for g in groups)
+
+
+def test_a_models_own_learning_rate_reaches_its_optimizer(forced_world, tmp_path):
+    """models.<name>.lr overrides train.lr for that model only."""
+    config = load_config(forced_world["config"])
+    models = {**config.models, "B": dataclasses.replace(config.models["B"], lr=3e-4)}
+    req = TrainRequest(dataclasses.replace(config, models=models), get_method("graft"), ["A", "B"], 0, tmp_path, 3)
+    rates = {learner.name: learner.optimizer.param_groups[0]["lr"] for learner in Trainer(req).learners}
+    assert rates == {"A": config.train.lr, "B": 3e-4}

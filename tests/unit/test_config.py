@@ -80,6 +80,7 @@ def base() -> dict:
         (lambda c: c["train"].update(lr="fast"), "config.train.lr: 'fast' is not allowed; expected float"),
         (lambda c: c["train"].update(stpes=3), "config.train: unknown field 'stpes'; allowed fields: steps"),
         (lambda c: c["pairs"].update(P2=["smol", "zeta"]), "pairs.P2: unknown model 'zeta'"),
+        (lambda c: c["models"]["smol"].update(lr=-1.0), "models.smol.lr: -1.0 is not allowed; expected > 0, or null"),
         (lambda c: c["models"]["smol"].update(template="no slot"), "models.smol.template: must contain '{problem}'"),
         (lambda c: c["reward"].update(kind="exact"), "config.reward.kind: 'exact' is not allowed; expected one of"),
         (lambda c: c["toy"]["models"]["smol"]["mix"].update(pow=1.0), "toy.models.smol.mix: unknown family 'pow'"),

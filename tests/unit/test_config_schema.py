@@ -21,3 +21,9 @@ def test_a_config_with_tracking_and_deepspeed_passes_the_schema():
     config["logging"] = {"backends": ["jsonl", "tensorboard"], "wandb_project": "graft"}
     config["scale"] = {**config.get("scale", {}), "engine": "deepspeed", "zero_stage": 3}
     validate(config, str(SCHEMA))
+
+
+def test_a_per_model_learning_rate_passes_the_schema():
+    config = yaml.safe_load((SCHEMA.parents[2] / "config" / "config.yaml").read_text())
+    config["models"]["smol"]["lr"] = 6e-5
+    validate(config, str(SCHEMA))
