@@ -20,7 +20,8 @@ if TOY:
             settings=lambda wc: json.dumps(
                 [
                     config["toy"]["models"][wc.model],
-                    config["models"][wc.model],
+                    # the RL learning rate is no part of the build
+                    {k: v for k, v in config["models"][wc.model].items() if k != "lr"},
                     config["toy"]["seed"],
                 ],
                 sort_keys=True,
