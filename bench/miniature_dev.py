@@ -74,7 +74,7 @@ def build(args) -> None:
         _graft("toy", "data", "--config", dev, "--out", args.out / "toy")
     for name in todo:
         start = time.time()
-        _graft("toy", "model", "--config", dev, "--name", name, "--out", args.out / "toy", "--threads", "2")
+        _graft("toy", "model", "--config", dev, "--name", name, "--out", args.out / "toy", "--threads", args.threads)
         print(f"built {name} in {time.time() - start:.0f} s")
     split_validation(args.out)
 
@@ -193,6 +193,7 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, help="build: a world whose data and unchanged models to copy")
     parser.add_argument("--pair", default="P1")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--threads", default="2", help="build: threads per warm-up (1: two worlds at once)")
     args = parser.parse_args()
     {"build": build, "probe": probe, "cells": cells, "summary": summary}[args.command](args)
 
