@@ -85,7 +85,8 @@ def describe(cfg: RunConfig, source: str) -> str:
     from collections import Counter
 
     cells = training_cells(cfg)
-    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + len(cfg.models)
+    base = len(cfg.models) * len(cfg.workflow.main_seeds)  # the base model, once per main seed
+    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + base
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
     lines.append(f"{'method':<30} {'cells':>5}")
     lines += [f"{method:<30} {count:>5}" for method, count in Counter(c.method for c in cells).items()]

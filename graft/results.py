@@ -170,9 +170,10 @@ class ResultsTree:
     def eval_file(self, method: str, cell: str, seed: int | str, model: str, step: int) -> Path:
         return eval_file(self.eval_dir(method, cell, seed), model, step)
 
-    def base_eval(self, model: str) -> Path:
-        """The model before any RL, evaluated once (seed 0, step 0)."""
-        return self.eval_file("base", model, 0, model, 0)
+    def base_eval(self, model: str, seed: int | str) -> Path:
+        """The model before any RL (step 0), evaluated with sampling seed ``seed``. The workflow evaluates it
+        once per main seed, so a difference against the base model averages as many evaluations on each side."""
+        return self.eval_file("base", model, seed, model, 0)
 
     def metrics_files(self) -> Iterator[tuple[str, str, int, Path]]:
         """(method, cell, seed, path) of every training cell's metrics, sorted by path."""

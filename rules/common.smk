@@ -51,8 +51,11 @@ def train_inputs(wc):
 
 
 def all_eval_outputs():
-    """The base model's evaluation per model and one evaluation directory per training cell."""
-    files = [str(TREE.base_eval(m)) for m in CFG.models]
+    """The base model's evaluations (one per model and main seed) and one evaluation directory per training
+    cell."""
+    files = [
+        str(TREE.base_eval(m, s)) for m in CFG.models for s in CFG.workflow.main_seeds
+    ]
     return files + [
         str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in CELLS.values()
     ]

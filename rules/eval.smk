@@ -2,15 +2,15 @@ from pathlib import Path
 
 
 rule evaluate_base:
-    """The model before any RL (step 0), once per model."""
+    """The model before any RL (step 0), once per model and main seed (the seed samples the responses)."""
     input:
         config=ancient(RUN_CONFIG),
         model=lambda wc: model_dir(wc.model),
         benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
     output:
-        str(TREE.base_eval("{model}")),
+        str(TREE.base_eval("{model}", "{seed}")),
     log:
-        f"{R}/logs/eval/base/{{model}}.log",
+        f"{R}/logs/eval/base/{{model}}/seed{{seed}}.log",
     conda:
         COMPUTE_ENV
     threads: CFG.workflow.threads
@@ -18,7 +18,7 @@ rule evaluate_base:
         settings=lambda wc: eval_settings(),
     shell:
         "graft evaluate --config {input.config} --model {wildcards.model} --checkpoint {input.model}"
-        " --out {output} --threads {threads} 2> {log}"
+        " --seed {wildcards.seed} --out {output} --threads {threads} 2> {log}"
 
 
 if not EVAL_IN_TRAIN:

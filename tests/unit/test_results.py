@@ -27,7 +27,7 @@ def test_paths_of_a_cell(tmp_path):
     assert run.checkpoint(5) == run.root / "checkpoints" / "step_00005"
     assert tree.archive("qwen", 2) == tmp_path / "runs" / "grpo_n8" / "qwen" / "seed2" / "trajectories" / "qwen"
     assert tree.eval_file("graft", "P1", 2, "smol", 5) == tmp_path / "eval/graft/P1/seed2/smol/step_00005.json"
-    assert tree.base_eval("smol") == tmp_path / "eval/base/smol/seed0/smol/step_00000.json"
+    assert tree.base_eval("smol", 1) == tmp_path / "eval/base/smol/seed1/smol/step_00000.json"
     assert trajectory_file(run.trajectories("smol"), 3).name == "step_00003.parquet"
     assert replay_cell("smol", "qwen") == "smol_from_qwen"
 
