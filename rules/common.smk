@@ -2,11 +2,14 @@
 graft.results, the report's files from graft.report.build."""
 
 import json
+from pathlib import Path
+
+import yaml
 
 from graft.config import config_from_dict
 from graft.plan import checkpoint_steps, training_cells
 from graft.report.build import report_outputs
-from graft.results import ResultsTree
+from graft.results import ResultsTree, write_text
 
 CFG = config_from_dict(config)
 R = CFG.results
@@ -21,6 +24,23 @@ EVAL_IN_TRAIN = CFG.workflow.eval_in_train
 # Wildcard patterns of a training cell's outputs
 RUN = TREE.run("{method}", "{cell}", "{seed}")
 EVAL_DIR = str(TREE.eval_dir("{method}", "{cell}", "{seed}"))
+
+
+def snapshot_config(path, merged):
+    """Write the merged configuration (config file plus --config overrides) that every graft command reads,
+    while the workflow is parsed and only when its content changed.
+
+    Rules take it as an ancient input and depend on the settings they use through params, so that editing,
+    say, the report section does not rerun training. It is no rule's output: a rerun snapshot job would mask
+    the params of every job below it for one invocation, and a changed training setting would then need two
+    runs of Snakemake to retrain.
+    """
+    text = yaml.safe_dump(merged, sort_keys=False)
+    if not Path(path).is_file() or Path(path).read_text() != text:
+        write_text(path, text)
+
+
+snapshot_config(RUN_CONFIG, config)
 
 
 wildcard_constraints:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -127,6 +128,27 @@ def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
     assert target.stat().st_mtime > before
     # no other training cell is redone afterwards
     assert "train" not in job_counts(smk(smoke, "all", "--dry-run"))
+
+
+def test_a_changed_training_setting_retrains_in_one_run(smoke, tmp_path):
+    """After a training setting is edited, the next run of Snakemake retrains the cell and the one after has
+    nothing to do: the config snapshot is written while the workflow is parsed, so no rerun snapshot job masks
+    the changed params of the jobs below it."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke / "toy", results / "toy")
+    done = results / "runs" / "grpo_n8" / "smol" / "seed0" / "done.json"
+    smk(results, done)
+    before = done.stat().st_mtime
+    edited = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    edited["train"]["lr"] *= 2
+    config = tmp_path / "edited.yaml"
+    config.write_text(yaml.safe_dump(edited, sort_keys=False))
+    cmd = [tool("snakemake"), done, "--cores", "2", "--configfile", config, "--config", f"results={results}"]
+    assert job_counts(run(*cmd, "--dry-run", check=True)) == {"train": 1}
+    run(*cmd, check=True)
+    assert done.stat().st_mtime > before
+    assert yaml.safe_load((results / "config.yaml").read_text())["train"]["lr"] == edited["train"]["lr"]
+    assert job_counts(run(*cmd, "--dry-run", check=True)) == {}
 
 
 def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
