@@ -40,7 +40,10 @@ def snapshot_config(path, merged):
         write_text(path, text)
 
 
-snapshot_config(RUN_CONFIG, config)
+# Jobs that Snakemake spawns (a Slurm job re-parses the workflow) read the snapshot and never write it, so that
+# concurrent parses cannot race on it.
+if workflow.is_main_process:
+    snapshot_config(RUN_CONFIG, config)
 
 
 wildcard_constraints:
