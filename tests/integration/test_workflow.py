@@ -196,6 +196,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
+        killed_at = time.time()
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -203,11 +204,14 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
         proc.wait()
     assert not (run_dir / "done.json").exists()
     finished = {p.parent: p.stat().st_mtime for p in results.glob("runs/*/*/seed*/done.json")}
+    # A cell that wrote done.json in the moment before Snakemake was killed may not be recorded as complete by it
+    # yet, and is then redone; any cell finished earlier is not.
+    settled = {run: mtime for run, mtime in finished.items() if mtime < killed_at - 2.0}
     smk(results, "--unlock")
     counts = job_counts(smk(results, "all", "--rerun-incomplete", "--dry-run"))
-    assert counts["train"] == cells - len(finished)  # only the cells that had not finished
+    assert cells - len(finished) <= counts["train"] <= cells - len(settled)  # only the cells that had not finished
     smk(results, "all", "--rerun-incomplete")
-    assert all(done.stat().st_mtime == mtime for done, mtime in ((d / "done.json", m) for d, m in finished.items()))
+    assert all(done.stat().st_mtime == mtime for done, mtime in ((d / "done.json", m) for d, m in settled.items()))
     compare = run(sys.executable, ".ci/compare_results.py", smoke, results)
     assert compare.returncode == 0, compare.stdout + compare.stderr
 
