@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from graft.report.load import load_evaluations
-from graft.report.stats import checkpoint_scores, paired_bootstrap, select
+from graft.report.load import VALIDATION, load_evaluations
+from graft.report.stats import aggregate, checkpoint_scores, paired_bootstrap, select
 from graft.results import write_text
 
 DESIGNS = [  # (problems per benchmark, samples per problem, evaluated seeds of the base model)
@@ -44,7 +44,7 @@ TRAINED_SEEDS = 3
 def _per_problem(samples: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Per (benchmark, problem): pass rate averaged over ``runs`` and one response's variance within a run."""
     rows = samples.merge(runs[["method", "cell", "seed", "model", "step"]])
-    rows = rows[rows.benchmark != "validation"]
+    rows = rows[rows.benchmark != VALIDATION]
     per_run = rows.groupby(["seed", "benchmark", "problem"])["correct"].agg(["mean", "var", "count"])
     return per_run.groupby(["benchmark", "problem"]).agg(rate=("mean", "mean"), var=("var", "mean"), k=("count", "min"))
 
@@ -92,7 +92,7 @@ def main() -> int:
     models = sorted(final[(final.method == "graft") & (final.cell == args.pair)].model.unique())
 
     def runs(method, cell, model):
-        return final[(final.method == method) & (final.cell == cell) & (final.model == model)]
+        return aggregate(final, method, cell, model).selected
 
     comparisons = []
     for model in models:

@@ -97,7 +97,7 @@ def main() -> int:
         ci = f"[{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}]"
         print(
             f"{r['claim']:<24} {r['model']:<6} {r['rule']:<10} {r['ours']:6.2f} {r['baseline']:6.2f} {r['diff']:+6.2f} "
-            f"{ci:>16} {r['half_width']:5.2f}  {'yes' if r['holds'] else 'NO ':<5}"
+            f"{ci:>16} {r['half_width']:5.2f}  {'yes' if r['holds'] else 'NO':<5}"
             + " ".join(f"{d:+.1f}" for d in r["seed_diffs"].values())
         )
     seed = cfg.toy.seed if cfg.toy else 0
