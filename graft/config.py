@@ -314,6 +314,10 @@ class RunConfig:
             if unknown or len(set(self.toy.families)) != len(self.toy.families) or not self.toy.families:
                 what = f"unknown family {unknown[0]!r}" if unknown else "families must be distinct and not empty"
                 raise ConfigError(f"toy.families: {what}; allowed: {', '.join(FAMILIES)}")
+            if not 0.0 <= self.toy.level2_share <= 1.0:
+                raise ConfigError(f"toy.level2_share: {self.toy.level2_share} is not allowed; expected 0 to 1")
+            if self.toy.min_slip_points < 1:
+                raise ConfigError(f"toy.min_slip_points: {self.toy.min_slip_points} is not allowed; expected 1 or more")
             world = ", ".join(self.toy.families)
             for name, toy in self.toy.models.items():
                 if name not in self.models:

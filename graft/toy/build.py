@@ -29,7 +29,9 @@ def write_data(spec: ToySpec, out: Path) -> dict[str, int]:
     prompts: ``train_per_family`` of each family from the train split), validation.jsonl and test/<family>.jsonl.
     Returns the split sizes."""
     families = tuple(spec.families)
-    splits = make_splits(spec.seed, spec.test_per_family, spec.validation_per_family, spec.level2_share, families)
+    splits = make_splits(
+        spec.seed, spec.test_per_family, spec.validation_per_family, spec.level2_share, families, spec.min_slip_points
+    )
     rng = random.Random(spec.seed)
     prompts = []
     for family in families:

@@ -46,4 +46,9 @@ class ToySpec:
     train_per_family: int = 400
     """RL prompts per family, drawn from the train split."""
     level2_share: float = 0.0
-    """Share of every split drawn from the harder level 2 (more digits)."""
+    """Share of every split drawn from the harder level 2 (more digits), 0 to 1."""
+    min_slip_points: int = 1
+    """Fewest slip points (carries, borrows...) a problem may have. At 2 a model that is blind on a family (slips
+    at nearly every point) almost never solves one of its problems by chance, while a peer's correct solution
+    still differs from its own by one cheap token per point; two-digit problems (level 1) have one, so 2 needs
+    ``level2_share: 1``."""

@@ -190,11 +190,12 @@ def solver_slip_points(family: str, operands: tuple[int, ...]) -> int:
     return count
 
 
-def _space(family: str, level: int) -> Iterator[tuple[int, ...]]:
-    """Every operand tuple of a family at a difficulty level that has at least one slip point: every problem
-    exercises its family's step skill (a carry, a borrow, a carried remainder), so a model that slips gets it
-    wrong."""
-    return (ops for ops in _operands(family, level) if slip_points(family, ops) > 0)
+def _space(family: str, level: int, min_slip_points: int = 1) -> Iterator[tuple[int, ...]]:
+    """Every operand tuple of a family at a difficulty level that has at least ``min_slip_points`` slip points:
+    every problem exercises its family's step skill (a carry, a borrow, a carried remainder), so a model that
+    slips gets it wrong; with two or more, a model that slips at each point with probability p solves it with
+    probability at most (1 - p)^2."""
+    return (ops for ops in _operands(family, level) if slip_points(family, ops) >= min_slip_points)
 
 
 def _operands(family: str, level: int) -> Iterator[tuple[int, ...]]:
@@ -295,7 +296,10 @@ def _take(pools: list[list[tuple[int, tuple[int, ...]]]], count: int, level2_sha
     hard = min(round(count * level2_share), len(pools[1]))
     easy = count - hard
     if easy > len(pools[0]):
-        raise ValueError(f"family {family!r} has too few level-1 problems for {count} held out")
+        raise ValueError(
+            f"family {family!r} has {len(pools[0])} level-1 problems left with enough slip points, {easy} needed: "
+            "raise toy.level2_share or lower toy.min_slip_points"
+        )
     chosen = pools[0][:easy] + pools[1][:hard]
     pools[0], pools[1] = pools[0][easy:], pools[1][hard:]
     return [make_problem(family, level, ops) for level, ops in chosen]
@@ -307,23 +311,26 @@ def make_splits(
     validation_per_family: int,
     level2_share: float = 0.0,
     families: tuple[str, ...] = DEFAULT_FAMILIES,
+    min_slip_points: int = 1,
 ) -> Splits:
-    """Disjoint per-family splits of ``families``. Each family's level-1 and level-2 spaces are shuffled with the
-    seed; test and validation take ``level2_share`` of their problems from level 2 (more digits) and the rest
-    from level 1; train keeps the remaining problems, with level 2 in the same proportion. No problem is in two
+    """Disjoint per-family splits of ``families``. Each family's level-1 and level-2 spaces (problems with at
+    least ``min_slip_points`` slip points) are shuffled with the seed; test and validation take
+    ``level2_share`` of their problems from level 2 (more digits) and the rest from level 1; train keeps the
+    remaining problems, with level 2 in the same proportion (only level 2 at a share of 1). No problem is in two
     splits."""
-    if not 0.0 <= level2_share < 1.0:
-        raise ValueError(f"level2_share must be in [0, 1), got {level2_share}")
+    if not 0.0 <= level2_share <= 1.0:
+        raise ValueError(f"level2_share must be in [0, 1], got {level2_share}")
     rng = random.Random(seed)
     train, validation, test = [], [], {}
     for family in families:
         pools = []
         for level in (1, 2):
-            space = [(level, ops) for ops in _space(family, level)]
+            used = level == 2 or level2_share < 1  # at a share of 1 level 1 is not even enumerated
+            space = [(level, ops) for ops in _space(family, level, min_slip_points)] if used else []
             rng.shuffle(space)
             pools.append(space)
         test[family] = _take(pools, test_per_family, level2_share, family)
         validation.extend(_take(pools, validation_per_family, level2_share, family))
-        rest_hard = round(len(pools[0]) * level2_share / (1.0 - level2_share))
+        rest_hard = len(pools[1]) if level2_share == 1 else round(len(pools[0]) * level2_share / (1 - level2_share))
         train.extend(make_problem(family, level, ops) for level, ops in pools[0] + pools[1][:rest_hard])
     return Splits(train=train, validation=validation, test=test)

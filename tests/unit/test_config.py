@@ -89,6 +89,8 @@ def base() -> dict:
         (lambda c: c["workflow"].update(baseline_models=["gpt5"]), "workflow.baseline_models: unknown model 'gpt5'"),
         (lambda c: c["toy"].update(families=["add", "pow"]), "toy.families: unknown family 'pow'"),
         (lambda c: c["toy"].update(families=["add", "add"]), "toy.families: families must be distinct"),
+        (lambda c: c["toy"].update(level2_share=1.5), "toy.level2_share: 1.5 is not allowed; expected 0 to 1"),
+        (lambda c: c["toy"].update(min_slip_points=0), "toy.min_slip_points: 0 is not allowed; expected 1 or more"),
         (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
     ],
 )
