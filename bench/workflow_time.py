@@ -3,7 +3,7 @@
 bench/results/workflow_time.json (every job's seconds with its wildcards); keeps the run's report under
 bench/results/ for the README's results table.
 
-Usage: python bench/workflow_time.py [--results /tmp/graft-timing] [--cores 2]
+Usage: python bench/workflow_time.py [--results /tmp/graft-timing/results [--replace]] [--cores 2]
        python bench/workflow_time.py --log .snakemake/log/<run>.snakemake.log --minutes M   (an earlier run's log)
 """
 
@@ -47,7 +47,10 @@ def job_seconds(log: str) -> list[tuple[str, str, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=Path("/tmp/graft-timing/results"))
+    parser.add_argument(
+        "--results", type=Path, default=Path("/tmp/graft-timing/results"), help="where the timed run writes"
+    )
+    parser.add_argument("--replace", action="store_true", help="delete --results first when it holds anything")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "workflow_time.json")
     parser.add_argument("--log", type=Path, help="read this Snakemake log of a finished run instead of running")
@@ -58,7 +61,13 @@ def main() -> None:
             sys.exit("--log needs --minutes (the run's wall-clock time; a log does not hold it)")
         log, seconds = args.log.read_text(), 60 * args.minutes
     else:
-        shutil.rmtree(args.results, ignore_errors=True)
+        if args.results.exists() and any(args.results.iterdir()):
+            if not args.replace:  # a run from nothing deletes it: never someone's results by default
+                sys.exit(
+                    f"--results: {str(args.results)!r} is not empty and a timed run starts from nothing; pass "
+                    "--replace to delete it, or time a finished run with --log and --minutes"
+                )
+            shutil.rmtree(args.results)
         snakemake = Path(sys.executable).parent / "snakemake"
         start = time.perf_counter()
         proc = subprocess.run(
