@@ -30,6 +30,11 @@ class ToyProblem:
     answer: str
     solution: str
 
+    @property
+    def operands(self) -> tuple[int, ...]:
+        """The numbers of the problem, read back from its id (``make_problem`` writes them there)."""
+        return tuple(int(x) for x in self.id.split("-")[1:])
+
     def to_json(self) -> dict[str, object]:
         return {
             "id": self.id,
@@ -267,8 +272,7 @@ def slipped_solution(problem: ToyProblem, rate: float, rng: random.Random) -> st
     """The problem's worked solution with each slip point (a carry, a borrow, a remainder, a partial product)
     slipped with probability ``rate``: the procedure as a model that has half-learned it writes it, ending in the
     answer that procedure gives. ``rate`` 0 is the correct solution."""
-    operands = tuple(int(x) for x in problem.id.split("-")[1:])
-    return _SOLVERS[problem.family](*operands, slip=lambda: rng.random() < rate)
+    return _SOLVERS[problem.family](*problem.operands, slip=lambda: rng.random() < rate)
 
 
 def make_problem(family: str, level: int, operands: tuple[int, ...]) -> ToyProblem:

@@ -37,7 +37,7 @@ problems = st.sampled_from(FAMILIES).flatmap(
 @given(problems, st.integers(0, 1000))
 def test_no_slip_is_the_solution_and_any_slip_is_wrong(problem, seed):
     assert slipped_solution(problem, 0.0, random.Random(seed)) == problem.solution
-    points = slip_points(problem.family, tuple(int(x) for x in problem.id.split("-")[1:]))
+    points = slip_points(problem.family, problem.operands)
     slipped = slipped_solution(problem, 1.0, random.Random(seed))
     assert (last_boxed(slipped) == problem.answer) == (points == 0)
 
@@ -47,7 +47,7 @@ def test_every_problem_of_the_task_has_a_slip_point():
 
     splits = make_splits(0, test_per_family=5, validation_per_family=2)
     for problem in [*splits.validation, *(p for ps in splits.test.values() for p in ps), *splits.train[::500]]:
-        assert slip_points(problem.family, tuple(int(x) for x in problem.id.split("-")[1:])) >= 1
+        assert slip_points(problem.family, problem.operands) >= 1
 
 
 column_operands = st.one_of(
