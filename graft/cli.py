@@ -35,6 +35,9 @@ def _set_threads(threads: int | None) -> None:
 def _cmd_methods(args: argparse.Namespace) -> int:
     custom = (read_yaml(args.config).get("methods") or {}) if args.config else {}
     if args.name:
+        note = PRESETS[args.name].note if args.name in PRESETS else ""
+        if note:
+            print(f"# {note}")
         print(yaml.safe_dump({args.name: get_method(args.name, custom).to_dict()}, sort_keys=False), end="")
     elif args.out:
         write_text(args.out, yaml.safe_dump(resolve_all(custom), sort_keys=False))
@@ -43,6 +46,11 @@ def _cmd_methods(args: argparse.Namespace) -> int:
         print(f"{'preset':<{width}}  table  label")
         for name, preset in PRESETS.items():
             print(f"{name:<{width}}  {preset.table:<5}  {preset.label}")
+        notes = [(name, preset.note) for name, preset in PRESETS.items() if preset.note]
+        if notes:
+            print("\nDefinitions the paper leaves open:")
+            for name, note in notes:
+                print(f"  {name}: {note}")
     return 0
 
 

@@ -95,6 +95,12 @@ class TrainSpec:
     rollout_batch: int = 256
     """Sequences per generate call."""
 
+    dual_clip: float | None = None
+    """None: Eq. 10 as written (the default). A number c > 1: verl's dual clip (its ``clip_ratio_c``, 3 by
+    default there), which caps the objective of a negative-advantage token at c * a, so a token whose ratio has
+    grown past c stops pushing its probability down. The paper trained with verl but states Eq. 10 without the
+    cap, and does not say whether its runs had it; ``config/paper.yaml`` follows the equation."""
+
     old_logprobs: Literal["auto", "recompute", "rollout"] = "auto"
     """Where the ratio's denominator for own responses comes from (Eqs. 3 and 9). recompute: one forward
     pass of the training model over the step's responses before the first update, as verl does, so own and
@@ -274,6 +280,8 @@ class RunConfig:
             raise ConfigError(f"train.temperature: {t.temperature} is not allowed; expected > 0")
         if t.lr <= 0:
             raise ConfigError(f"train.lr: {t.lr} is not allowed; expected > 0")
+        if t.dual_clip is not None and not t.dual_clip > 1:
+            raise ConfigError(f"train.dual_clip: {t.dual_clip} is not allowed; expected a number > 1, or null")
         for pair, members in self.pairs.items():
             if len(members) != 2 or len(set(members)) != 2:
                 raise ConfigError(f"pairs.{pair}: expected two different model names, got {members}")

@@ -59,8 +59,9 @@ class Method:
     """floor: admit s > delta; random: admit as many as pass the floor, drawn uniformly, with weight
     min(s, cap) (Eq. 11)."""
 
-    ratio: Literal["token", "sequence"] = "token"
-    """Importance ratio of Eq. 10: per token (Eq. 9) or one length-normalised ratio per response."""
+    ratio: Literal["token", "sequence", "sequence_peer"] = "token"
+    """Importance ratio of Eq. 10: per token (Eq. 9); one length-normalised ratio per response, own and peer
+    alike ("w/o token ratio"); or that sequence ratio on peer responses only, own ones keeping Eq. 9."""
 
     order: Literal["peer_last", "peer_first", "uniform", "prompt", "self_first"] = "peer_last"
     """Where minibatches holding grafted groups go in every epoch; uniform shuffles the minibatch order;
@@ -162,6 +163,9 @@ class Preset(NamedTuple):
     """How reports name the row."""
     table: str
     """Where the paper reports it: "1" (main table), "2a", "2b", "F" (delta sweep), "stored"."""
+    note: str = ""
+    """The definition we chose where the paper's text leaves it open, with the passage it rests on
+    (``graft methods`` prints it)."""
 
 
 _GRAFT = Method(peer="live", select="complementary", balanced=True)
@@ -192,7 +196,21 @@ PRESETS: dict[str, Preset] = {
     # Table 8: this row "is identical to" SGT's selection (k_src >= 1, all-correct peer groups included) with
     # GRAFT's update
     "graft_unbalanced": Preset(_graft(balanced=False, select="any_success"), "w/o balancing", "2a"),
-    "graft_seq_ratio": Preset(_graft(ratio="sequence"), "w/o token ratio", "2a"),
+    "graft_seq_ratio": Preset(
+        _graft(ratio="sequence"),
+        "w/o token ratio",
+        "2a",
+        "every response, own and peer, takes one length-normalised ratio exp(mean_t log pi_theta/pi_old) in place "
+        "of Eq. 9's token ratio, clipped to (0.8, 1.28); the paper (Sec. 6.3) says only 'replacing the "
+        "token-level ratio with a sequence-level ratio'",
+    ),
+    "graft_seq_ratio_peer": Preset(
+        _graft(ratio="sequence_peer"),
+        "w/o token ratio (peer only)",
+        "2a",
+        "the second reading of 'w/o token ratio': only peer responses take the sequence ratio, own responses "
+        "keep Eq. 9's token ratio (the paper does not say which responses the replacement covers)",
+    ),
     "graft_random_prompts": Preset(_graft(select="random_prompts"), "random prompts", "2a"),
     "graft_random_admission": Preset(_graft(admission="random"), "random admission", "2a"),
     "graft_peer_first": Preset(_graft(order="peer_first"), "peer first", "2a"),

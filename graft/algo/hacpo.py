@@ -151,21 +151,32 @@ def hacpo_loss(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """HACPO's minibatch loss: sequence-mean of the own and peer objectives plus kl_coef * KL on own samples.
 
+    A response with no token under the learner's tokenization (possible for a re-tokenized peer string) has no
+    sequence ratio: it is left out of the sequence mean and of the KL, rather than counted with ratio 1 (which
+    would add its bare advantage to the loss). Log-probs outside ``mask`` are never read.
+
     Args:
         logp, old_logp, ref_logp, mask: [B, T] under the learner's tokenization; old_logp of peer
             rows is unused.
         is_peer: bool [B]; advantages [B] (peer ones unscaled); src_mean_ll [B] (own rows unused).
         update_index: m, the minibatch update's index within the step.
     """
+    keep = mask.bool()
+    zero = torch.zeros_like(logp)
+    logp, old_logp = torch.where(keep, logp, zero), torch.where(keep, old_logp.detach(), zero)
     peer = is_peer.bool()
+    has_tokens = keep.any(dim=-1)
     own_obj = hacpo_own_objective(logp, old_logp, advantages, mask, clip_low, clip_high)
     lower = hacpo_cross_clip_lower(update_index, cross_delta, cross_step)
     peer_obj = hacpo_peer_objective(logp, mask, src_mean_ll, advantages, omega_src_learner, lower)
     objective = torch.where(peer, peer_obj, own_obj)
-    loss = -objective.mean() if objective.numel() else logp.sum() * 0.0
+    objective = torch.where(has_tokens, objective, torch.zeros_like(objective))
+    loss = -objective.sum() / has_tokens.sum().clamp(min=1)
     stats = {"cross_clip_lower": torch.tensor(lower)}
-    if ref_logp is not None and kl_coef > 0 and bool((~peer).any()):
-        kl = low_var_kl(logp, ref_logp, mask)[~peer].mean()
+    own_rows = ~peer & has_tokens
+    if ref_logp is not None and kl_coef > 0 and bool(own_rows.any()):
+        ref_logp = torch.where(keep, ref_logp.detach(), zero)
+        kl = low_var_kl(logp, ref_logp, mask)[own_rows].mean()
         loss = loss + kl_coef * kl
         stats["kl"] = kl.detach()
     return loss, stats

@@ -40,6 +40,7 @@ def _chunk_loss(
     update_index: int,
     omega_src_learner: float,
     temperature: float,
+    dual_clip: float | None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     logp, mask = response_logprobs(
         model, [r.prompt_ids for r in rows], [r.response_ids for r in rows], policy.pad_token_id, temperature
@@ -51,7 +52,9 @@ def _chunk_loss(
     is_peer = torch.tensor([r.is_peer for r in rows], device=device)
     eps = (method.eps_low, method.eps_high)
     if method.update == "luffy":
-        return luffy_objective(logp, old, adv, weights, mask, is_peer, *eps, gamma=method.luffy_gamma)
+        return luffy_objective(
+            logp, old, adv, weights, mask, is_peer, *eps, gamma=method.luffy_gamma, dual_clip=dual_clip
+        )
     if method.update == "hacpo":
         ref = None
         if ref_model is not None and method.kl_coef > 0:
@@ -80,7 +83,7 @@ def _chunk_loss(
             cross_step=method.hacpo_cross_step,
             kl_coef=method.kl_coef,
         )
-    return RATIO_OBJECTIVES[method.ratio](logp, old, adv, weights, mask, *eps, is_peer=is_peer)
+    return RATIO_OBJECTIVES[method.ratio](logp, old, adv, weights, mask, *eps, is_peer=is_peer, dual_clip=dual_clip)
 
 
 def plan_micro_batches(
@@ -203,10 +206,12 @@ class UpdateSettings:
     """Log-probs are taken from logits / temperature, as at sampling."""
     micro_batch_tokens: int | None = None
     """Padded tokens per forward pass at most; None: no token budget."""
+    dual_clip: float | None = None
+    """verl's cap on the ratio of negative-advantage tokens (``train.dual_clip``); None: Eq. 10 as written."""
 
     @classmethod
     def from_train(cls, train: TrainSpec) -> UpdateSettings:
-        return cls(train.grad_clip, train.micro_batch, train.temperature, train.micro_batch_tokens)
+        return cls(train.grad_clip, train.micro_batch, train.temperature, train.micro_batch_tokens, train.dual_clip)
 
 
 @dataclass
@@ -286,10 +291,17 @@ def minibatch_update(
 
     def pg_loss(chunk):
         model = stepper.forward_model
-        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, omega_src_learner, temperature)
+        return _chunk_loss(
+            method, policy, model, ref_model, chunk, update_index, omega_src_learner, temperature, settings.dual_clip
+        )
+
+    # HACPO's sequence mean counts the responses that have tokens (hacpo_loss leaves empty ones out)
+    total_responses = max(sum(1 for r in pg_rows if r.response_ids), 1)
 
     def pg_share(chunk):
-        return len(chunk) / len(pg_rows) if method.update == "hacpo" else _kept_tokens(chunk) / total_tokens
+        if method.update == "hacpo":
+            return sum(1 for r in chunk if r.response_ids) / total_responses
+        return _kept_tokens(chunk) / total_tokens
 
     sums = dict.fromkeys(("loss", "nll", "clipped_tokens_own", "tokens_own", "clipped_tokens_peer", "tokens_peer"), 0.0)
     budget = (settings.micro_batch, settings.micro_batch_tokens)

@@ -34,6 +34,7 @@ EXPECTED = {
     "graft_no_floor": {**GRAFT, "delta": 0.0},
     "graft_unbalanced": {"peer": "live", "select": "any_success"},
     "graft_seq_ratio": {**GRAFT, "ratio": "sequence"},
+    "graft_seq_ratio_peer": {**GRAFT, "ratio": "sequence_peer"},
     "graft_random_prompts": {**GRAFT, "select": "random_prompts"},
     "graft_random_admission": {**GRAFT, "admission": "random"},
     "graft_peer_first": {**GRAFT, "order": "peer_first"},
@@ -136,3 +137,13 @@ def test_cli_refuses_unknown_preset_with_exit_code_2(capsys):
     assert main(["methods", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown method preset 'nope'; allowed:" in err
+
+
+def test_methods_lists_the_definitions_the_paper_leaves_open(capsys):
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    assert "graft_seq_ratio: every response, own and peer" in out
+    assert "graft_seq_ratio_peer: the second reading" in out
+    assert main(["methods", "graft_seq_ratio"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("# ") and "sequence-level ratio" in first

@@ -113,3 +113,31 @@ def test_hacpo_loss_combines_own_peer_and_kl():
     # own: s = 1 -> 1; peer: s = 1 -> 1 * 1 * 2 * 1; sequence mean = 1.5
     torch.testing.assert_close(loss, torch.tensor(-1.5 + 1e-3 * kl, dtype=F64))
     assert stats["kl"].item() == pytest.approx(kl)
+
+
+def test_hacpo_loss_leaves_out_a_response_with_no_tokens():
+    # two own rows with tokens and advantages +1 / -1 at ratio 1, plus an empty peer row with advantage 5:
+    # counting the empty row with ratio 1 would add its bare advantage (loss -(1 - 1 + 5) / 3)
+    logp = torch.tensor([[-1.0, -1.0], [-2.0, 0.0], [0.0, 0.0]], dtype=F64)
+    mask = torch.tensor([[True, True], [True, False], [False, False]])
+    is_peer = torch.tensor([False, False, True])
+    adv = torch.tensor([1.0, -1.0, 5.0], dtype=F64)
+    src = torch.zeros(3, dtype=F64)
+    loss, _ = hacpo_loss(logp, logp.clone(), None, mask, is_peer, adv, src, 1.0, 0, kl_coef=0.0)
+    assert loss.item() == pytest.approx(0.0)  # -(1 - 1) / 2
+    full, _ = hacpo_loss(logp[:2], logp[:2].clone(), None, mask[:2], is_peer[:2], adv[:2], src[:2], 1.0, 0)
+    assert loss.item() == pytest.approx(full.item())
+
+
+def test_hacpo_loss_ignores_non_finite_values_at_padded_positions():
+    logp = torch.tensor([[-1.0, -0.5], [-2.0, 0.0]], dtype=F64)
+    mask = torch.tensor([[True, True], [True, False]])
+    dirty = logp.clone()
+    dirty[1, 1] = float("nan")
+    ref = logp.clone() - 0.1
+    args = (mask, torch.tensor([False, True]), torch.tensor([0.5, -0.5], dtype=F64), torch.full((2,), -1.5, dtype=F64))
+    clean, _ = hacpo_loss(logp, logp.clone(), ref, *args, 1.0, 1)
+    x = dirty.clone().requires_grad_(True)
+    loss, _ = hacpo_loss(x, dirty.clone(), ref, *args, 1.0, 1)
+    loss.backward()
+    assert loss.item() == pytest.approx(clean.item()) and torch.isfinite(x.grad).all()

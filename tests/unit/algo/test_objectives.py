@@ -1,6 +1,7 @@
 """Eq. 10 against an independent float64 computation written from the formula, plus its variants."""
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -8,6 +9,7 @@ from hypothesis import strategies as st
 from graft.algo import (
     clipped_token_objective,
     luffy_objective,
+    peer_sequence_ratio_objective,
     sequence_ratio_objective,
     sgt_nll,
 )
@@ -208,3 +210,87 @@ def test_sgt_nll_hand_worked():
     # per-response token means 2.0 and 0.5; the empty third response is ignored
     torch.testing.assert_close(sgt_nll(logp, mask), torch.tensor(1.25, dtype=F64))
     assert sgt_nll(logp, torch.zeros_like(mask)).item() == 0.0
+
+
+def _one_token(ratio: float, advantage: float):
+    logp = torch.tensor([[float(np.log(ratio))]], dtype=F64)
+    return logp, torch.zeros(1, 1, dtype=F64), torch.tensor([advantage], dtype=F64), torch.ones(1, dtype=F64)
+
+
+def test_dual_clip_hand_worked_case():
+    # ratio 4, advantage -1: min(4 * -1, clip(4, 0.8, 1.28) * -1) = -4, loss 4; verl's cap c = 3: max(-4, -3 * 1)
+    logp, old, adv, w = _one_token(4.0, -1.0)
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    loss, stats = clipped_token_objective(logp, old, adv, w, mask)
+    assert loss.item() == pytest.approx(4.0)
+    assert stats["clip_frac"].item() == 0.0
+    loss, stats = clipped_token_objective(logp, old, adv, w, mask, dual_clip=3.0)
+    assert loss.item() == pytest.approx(3.0)
+    assert stats["clip_frac"].item() == 1.0  # the dual clip binds: no gradient from this token
+
+
+def test_dual_clip_changes_only_negative_advantages_beyond_the_cap():
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    for ratio, adv in [(4.0, 1.0), (2.5, -1.0), (0.5, -1.0), (1.0, -2.0)]:
+        logp, old, a, w = _one_token(ratio, adv)
+        plain, _ = clipped_token_objective(logp, old, a, w, mask)
+        capped, _ = clipped_token_objective(logp, old, a, w, mask, dual_clip=3.0)
+        assert capped.item() == pytest.approx(plain.item())
+
+
+@given(st.integers(0, 10_000), st.floats(1.01, 10.0))
+@settings(max_examples=40, deadline=None)
+def test_dual_clip_never_raises_the_loss_and_equals_verl_form(seed, cap):
+    logp, old_logp, adv, w, mask = random_batch(seed)
+    logp = logp + torch.randn_like(logp) * 1.5  # ratios far from 1
+    plain, _ = clipped_token_objective(logp, old_logp, adv, torch.ones_like(w), mask)
+    capped, _ = clipped_token_objective(logp, old_logp, adv, torch.ones_like(w), mask, dual_clip=cap)
+    assert capped.item() <= plain.item() + 1e-12
+    # verl's form, per token: pg = max(-a rho, -a clip(rho)); for a < 0: min(pg, -a c)
+    rho = torch.exp(logp - old_logp)
+    a = adv.unsqueeze(-1)
+    pg = torch.maximum(-a * rho, -a * rho.clamp(1 - EPS_LOW, 1 + EPS_HIGH))
+    pg = torch.where(a < 0, torch.minimum(pg, -a * cap), pg)
+    expected = (pg * mask).sum() / mask.sum()
+    assert capped.item() == pytest.approx(expected.item(), rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize("objective", [clipped_token_objective, sequence_ratio_objective, "luffy"])
+@pytest.mark.parametrize("bad", [float("-inf"), float("nan"), float("inf")])
+def test_a_non_finite_log_prob_at_a_padded_position_changes_nothing(objective, bad):
+    logp, old_logp, adv, w, mask = random_batch(3)
+    is_peer = torch.tensor([False, False, True, True, False, True])
+    dirty_logp, dirty_old = logp.clone(), old_logp.clone()
+    dirty_logp[~mask], dirty_old[~mask] = bad, bad
+
+    def run(lp, old):
+        x = lp.clone().requires_grad_(True)
+        if objective == "luffy":
+            loss, _ = luffy_objective(x, old, adv, w, mask, is_peer)
+        else:
+            loss, _ = objective(x, old, adv, w, mask, is_peer=is_peer)
+        loss.backward()
+        return loss, x.grad
+
+    clean_loss, clean_grad = run(logp, old_logp)
+    loss, grad = run(dirty_logp, dirty_old)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    assert loss.item() == clean_loss.item()
+    assert torch.equal(grad, clean_grad)
+
+
+def test_sequence_ratio_on_peer_rows_only_keeps_the_token_ratio_for_own_rows():
+    logp, old_logp, adv, w, mask = random_batch(5)
+    w = torch.ones_like(w)
+    is_peer = torch.tensor([True, False, True, False, False, True])
+    mixed, _ = peer_sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=is_peer)
+    # the same value from the two pure objectives, each on its own rows, re-weighted by token counts
+    own, peer = ~is_peer, is_peer
+    tok_own, _ = clipped_token_objective(logp[own], old_logp[own], adv[own], w[own], mask[own])
+    seq_peer, _ = sequence_ratio_objective(logp[peer], old_logp[peer], adv[peer], w[peer], mask[peer])
+    n_own, n_peer = mask[own].sum(), mask[peer].sum()
+    expected = (tok_own * n_own + seq_peer * n_peer) / (n_own + n_peer)
+    assert mixed.item() == pytest.approx(expected.item(), rel=1e-12)
+    every, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, rows=torch.ones(6, dtype=torch.bool))
+    plain, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask)
+    assert every.item() == plain.item()
