@@ -166,6 +166,12 @@ class EvalSpec:
     top_p: float = 0.95
     max_response_tokens: int | None = None
     """None: the training limit."""
+    selection_runs: int = 0
+    """Evaluations of each run's selected checkpoint (``report.selection``) with fresh sampling seeds, after the
+    checkpoint evaluations that selected it (paper Appendix B: "each selected checkpoint is evaluated over five
+    independent runs"; 5 in the paper config). The report's scores of a selected checkpoint are then the mean
+    (and std) of these runs, never the run that selected it, whose score is biased upward by the selection.
+    0: no re-evaluation; the report says that its scores are those of the selecting run."""
 
 
 def _ablation_presets() -> list[str]:
@@ -264,6 +270,10 @@ class RunConfig:
                 raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
         if t.micro_batch_tokens is not None and t.micro_batch_tokens < 1:
             raise ConfigError(f"train.micro_batch_tokens: {t.micro_batch_tokens} is not allowed; expected >= 1 or null")
+        if self.eval is not None and self.eval.selection_runs < 0:
+            raise ConfigError(f"eval.selection_runs: {self.eval.selection_runs} is not allowed; expected 0 or more")
+        if self.eval is not None and self.eval.k < 1:
+            raise ConfigError(f"eval.k: {self.eval.k} is not allowed; expected an integer >= 1")
         if self.scale.processes < 1:
             raise ConfigError(f"scale.processes: {self.scale.processes} is not allowed; expected an integer >= 1")
         if self.scale.zero_stage not in (2, 3):

@@ -8,6 +8,8 @@
     trajectories/<model>/step_NNNNN.parquet  the step records, also the archive that replay reads
 <results>/eval/<method>/<cell>/seed<S>/<model>/step_NNNNN.json
 <results>/eval/base/<model>/seed0/<model>/step_00000.json
+<results>/eval_selected/<method>/<cell>/seed<S>/<model>/selected.json, run_NN.json
+                                             the selected checkpoint re-evaluated (eval.selection_runs)
 <results>/report/                            tables/, figures/, summary.md
 ```
 A cell is a model name, a pair name, or ``<receiver>_from_<peer>`` for archive replay. Every write goes to a
@@ -86,6 +88,11 @@ def commit_dir(tmp: Path, path: str | Path) -> None:
 def trajectory_file(directory: str | Path, step: int) -> Path:
     """One model's records of one step inside its trajectory directory."""
     return Path(directory) / f"{step_name(step)}.parquet"
+
+
+def selection_run_file(directory: str | Path, model: str, run: int) -> Path:
+    """One re-evaluation of a model's selected checkpoint inside a ``graft reevaluate --out-dir``."""
+    return Path(directory) / model / f"run_{run:02d}.json"
 
 
 def eval_file(directory: str | Path, model: str, step: int) -> Path:
@@ -169,6 +176,18 @@ class ResultsTree:
 
     def eval_file(self, method: str, cell: str, seed: int | str, model: str, step: int) -> Path:
         return eval_file(self.eval_dir(method, cell, seed), model, step)
+
+    def selected_eval_dir(self, method: str, cell: str, seed: int | str) -> Path:
+        """A training cell's selected checkpoints, re-evaluated ``eval.selection_runs`` times each."""
+        return self.root / "eval_selected" / method / cell / f"seed{seed}"
+
+    def selected_eval_files(self) -> Iterator[tuple[str, str, int, str, int, Path]]:
+        """(method, cell, seed, model, run, path) of every re-evaluation JSON, sorted by path."""
+        for path in sorted((self.root / "eval_selected").glob("*/*/seed*/*/run_*.json")):
+            model, seed_dir, cell, method = (path.parents[i].name for i in range(4))
+            run = path.stem.removeprefix("run_")
+            if run.isdigit():
+                yield method, cell, int(seed_dir.removeprefix("seed")), model, int(run), path
 
     def base_eval(self, model: str, seed: int | str) -> Path:
         """The model before any RL (step 0), evaluated with sampling seed ``seed``. The workflow evaluates it

@@ -39,6 +39,9 @@ _FORMULAS: dict[str, Callable[..., int]] = {
     "order": lambda seed, step, model: _step_salt(seed, step, 20 + _name(model)),
     # Evaluation samples of one benchmark.
     "eval": lambda seed, benchmark: seed * 65_537 + _name(benchmark),
+    # The r-th re-evaluation of a run's selected checkpoint (eval.selection_runs): far from the seeds 0, 1, 2...
+    # that checkpoint and base-model evaluations use, so no re-evaluation repeats the run that selected.
+    "selection_run": lambda seed, run: (seed * 1_000_003 + 7_777_777 + run) % _MAX,
     # The complementarity analysis's samples of one model.
     "complementarity": lambda seed, model: seed * 65_537 + _name(model),
     # The slips written into one toy model's warm-up solutions.

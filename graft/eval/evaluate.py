@@ -1,7 +1,8 @@
 """pass@1 of a checkpoint on a set of benchmarks, the paper's way (DESIGN.md section 3).
 
 k samples per problem at temperature 0.6 / top-p 0.95 (configurable), graded by the training reward code;
-pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks.
+pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks. Each
+benchmark also records the unbiased pass@k for k = 1, 2, 4, 8 up to the sample count (graft.eval.passk).
 Per-problem correctness is kept so that any score can be recomputed from the JSON.
 """
 
@@ -18,6 +19,7 @@ from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
+from graft.eval.passk import mean_pass_at_k
 from graft.results import RunDir, eval_file, parse_step, write_text
 from graft.seeding import derive
 
@@ -57,6 +59,7 @@ def evaluate(
         correct = torch.tensor(grades.rewards).reshape(len(problems), k)
         result["benchmarks"][name] = {
             "pass@1": float(correct.mean()),
+            "pass@k": mean_pass_at_k(correct.tolist()),
             "problems": len(problems),
             "grader_timeouts": grades.timeouts,
             "unparsed": grades.unparsed,

@@ -22,6 +22,7 @@ GOLDEN = [
     ("complementarity", (3, "math500"), 2640156262),
     ("vllm_prompt", (9, 4), 9000031),
     ("warmup_slips", (3, "math500"), 2640156263),
+    ("selection_run", (2, 3), 9777786),
 ]
 
 

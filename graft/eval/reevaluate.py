@@ -1,0 +1,83 @@
+"""The paper's evaluation of a selected checkpoint (Appendix B): pick each run's checkpoint by the report's rule
+from the evaluations that every checkpoint got, then evaluate that checkpoint ``eval.selection_runs`` more times
+with fresh sampling seeds. The report scores a selected checkpoint by the mean of these runs, so the noise that
+made it win the selection does not inflate its score.
+
+Output, per model: ``selected.json`` (the rule, the step and the selecting score) and ``run_NN.json`` (one
+evaluation JSON each, as ``graft evaluate`` writes them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from graft.config import RunConfig
+from graft.errors import ConfigError
+from graft.results import RunDir, eval_file, parse_step, selection_run_file, write_text
+from graft.seeding import derive
+
+
+def selected_step(eval_dir: Path, model: str, rule: str) -> tuple[int, float | None]:
+    """(step, selecting score) of ``model``'s checkpoint under ``rule`` among its evaluations in ``eval_dir``; the
+    rule is graft.report.stats.select's, so the report and the re-evaluation pick the same checkpoint."""
+    import pandas as pd
+
+    from graft.report.load import AVERAGE, VALIDATION
+    from graft.report.stats import checkpoint_scores, select
+
+    rows = []
+    for path in sorted((eval_dir / model).glob("step_*.json")):
+        if parse_step(path.name) is None:
+            continue
+        data = json.loads(path.read_text())
+        entries = {AVERAGE: data["average"]}
+        if VALIDATION in data:
+            entries[VALIDATION] = data[VALIDATION]["pass@1"]
+        for name, value in entries.items():
+            rows.append(
+                {"method": "", "cell": "", "seed": 0, "model": model, "step": int(data["step"]), "benchmark": name}
+                | {"score": 100.0 * value}
+            )
+    if not rows:
+        raise ConfigError(f"--evals: {str(eval_dir)!r} holds no evaluations of model {model!r}")
+    chosen = select(checkpoint_scores(pd.DataFrame(rows)), rule)
+    if chosen.empty:
+        raise ConfigError(f"report.selection: {rule!r} selects nothing in {str(eval_dir)!r} (no validation scores?)")
+    row = chosen.iloc[0]
+    column = VALIDATION if rule == "val_best" else AVERAGE
+    return int(row["step"]), float(row[column]) if column in row and row[column] == row[column] else None
+
+
+def reevaluate_selected(
+    config: RunConfig, run: RunDir, eval_dir: Path, out_dir: Path, evaluate_one, models: list[str] | None = None
+) -> list[Path]:
+    """Evaluate each model's selected checkpoint of ``run`` ``eval.selection_runs`` times; returns the files.
+
+    ``evaluate_one(model, checkpoint, out, seed)`` evaluates and writes one JSON (graft.eval.evaluate.Evaluator).
+    Run r samples with seed derive(<cell seed>, "selection_run", r), none of which is the seed of the
+    checkpoint evaluations (0), so no run repeats the one that selected the checkpoint.
+    """
+    if config.eval is None or config.eval.selection_runs < 1:
+        raise ConfigError("eval.selection_runs: 0 re-evaluates nothing; set it to the number of runs (5 in the paper)")
+    meta = json.loads(run.run_json.read_text())
+    rule = config.report.selection
+    written = []
+    for model in models or meta["models"]:
+        step, score = selected_step(eval_dir, model, rule)
+        checkpoint = run.checkpoint(step) / model if step else None
+        if checkpoint is None or not checkpoint.is_dir():
+            raise ConfigError(f"--run: {str(run.root)!r} has no checkpoint of {model!r} at step {step}")
+        for r in range(config.eval.selection_runs):
+            out = selection_run_file(out_dir, model, r)
+            evaluate_one(model, checkpoint, out, derive(int(meta["seed"]), "selection_run", r))
+            written.append(out)
+        record = {
+            "rule": rule,
+            "step": step,
+            "selecting_score": score,
+            "selecting_file": str(eval_file(eval_dir, model, step)),
+            "runs": config.eval.selection_runs,
+        }
+        written.append(write_text(out_dir / model / "selected.json", json.dumps(record, indent=2) + "\n"))
+    return written
