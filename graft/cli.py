@@ -174,6 +174,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reevaluate(args: argparse.Namespace) -> int:
+    from graft.engine.reward import Grader
+    from graft.eval.evaluate import Evaluator
+    from graft.eval.reevaluate import reevaluate_selected
+
+    config = load_config(args.config)
+    if config.eval is None:
+        raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
+    run = RunDir(args.run)
+    if not run.run_json.is_file():
+        raise ConfigError(f"--run: {str(args.run)!r} is not a training run (no run.json)")
+    if not args.evals.is_dir():
+        raise ConfigError(f"--evals: no such directory {str(args.evals)!r} (the run's checkpoint evaluations)")
+    _set_threads(args.threads)
+    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
+        evaluate_one = Evaluator(config, grader, log=lambda **fields: _log_event("eval_benchmark", **fields))
+        written = reevaluate_selected(config, run, args.evals, args.out_dir, evaluate_one)
+    _log_event("reevaluate", files=len(written), out=str(args.out_dir))
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from graft.report.build import write_report
 
@@ -282,6 +303,17 @@ def _add_evaluation(sub) -> None:
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (one per evaluation repeat)")
     ev.add_argument("--threads", type=int)
     ev.set_defaults(func=_cmd_evaluate)
+
+    reev = sub.add_parser(
+        "reevaluate",
+        help="evaluate each run's selected checkpoint eval.selection_runs more times (the paper's protocol)",
+    )
+    reev.add_argument("--config", type=Path, required=True)
+    reev.add_argument("--run", type=Path, required=True, help="a training run (its checkpoints)")
+    reev.add_argument("--evals", type=Path, required=True, help="the run's checkpoint evaluations (selection)")
+    reev.add_argument("--out-dir", type=Path, required=True, help="<model>/run_NN.json and <model>/selected.json")
+    reev.add_argument("--threads", type=int)
+    reev.set_defaults(func=_cmd_reevaluate)
 
     plan = sub.add_parser("plan", help="cells, evaluations and estimated GPU-hours of a config, before submitting")
     plan.add_argument("--config", type=Path, required=True)

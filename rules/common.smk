@@ -24,6 +24,8 @@ EVAL_IN_TRAIN = CFG.workflow.eval_in_train
 # Wildcard patterns of a training cell's outputs
 RUN = TREE.run("{method}", "{cell}", "{seed}")
 EVAL_DIR = str(TREE.eval_dir("{method}", "{cell}", "{seed}"))
+SELECTED_DIR = str(TREE.selected_eval_dir("{method}", "{cell}", "{seed}"))
+SELECTION_RUNS = CFG.eval.selection_runs if CFG.eval else 0
 
 
 def snapshot_config(path, merged):
@@ -79,9 +81,13 @@ def all_eval_outputs():
     files = [
         str(TREE.base_eval(m, s)) for m in CFG.models for s in CFG.workflow.main_seeds
     ]
-    return files + [
-        str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in CELLS.values()
-    ]
+    files += [str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in CELLS.values()]
+    if SELECTION_RUNS:
+        files += [
+            str(TREE.selected_eval_dir(c.method, c.cell, c.seed))
+            for c in CELLS.values()
+        ]
+    return files
 
 
 def train_settings():

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 
@@ -42,3 +43,29 @@ if not EVAL_IN_TRAIN:
         shell:
             "graft evaluate --config {input.config} --run {params.run} --out-dir {output}"
             " --threads {threads} 2> {log}"
+
+
+if SELECTION_RUNS:
+
+    rule reevaluate_selected:
+        """The paper's protocol: each model's selected checkpoint (report.selection) evaluated
+        eval.selection_runs more times with fresh seeds; the report scores it by their mean.
+        """
+        input:
+            config=ancient(RUN_CONFIG),
+            done=str(RUN.done),
+            evals=EVAL_DIR,
+        output:
+            directory(SELECTED_DIR),
+        log:
+            f"{R}/logs/eval_selected/{{method}}/{{cell}}/seed{{seed}}.log",
+        conda:
+            COMPUTE_ENV
+        threads: CFG.workflow.threads
+        params:
+            run=lambda wc, input: Path(input.done).parent,
+            settings=lambda wc: eval_settings()
+            + json.dumps(config.get("report", {}).get("selection", "test_best")),
+        shell:
+            "graft reevaluate --config {input.config} --run {params.run} --evals {input.evals}"
+            " --out-dir {output} --threads {threads} 2> {log}"

@@ -59,7 +59,7 @@ def evaluate(
         correct = torch.tensor(grades.rewards).reshape(len(problems), k)
         result["benchmarks"][name] = {
             "pass@1": float(correct.mean()),
-            "pass@k": mean_pass_at_k(correct.tolist()),
+            "pass@k": mean_pass_at_k(correct.int().tolist()),
             "problems": len(problems),
             "grader_timeouts": grades.timeouts,
             "unparsed": grades.unparsed,
@@ -162,7 +162,8 @@ class Evaluator:
         self.config, self.grader, self.seed, self.log = config, grader, seed, log
         self.engines: dict[str, RolloutBackend] = {}
 
-    def __call__(self, model: str, checkpoint: Path, out: Path) -> dict:
+    def __call__(self, model: str, checkpoint: Path, out: Path, seed: int | None = None) -> dict:
+        """Evaluate one checkpoint into ``out``; ``seed`` overrides the evaluator's sampling seed."""
         from graft.engine.policy import load_policy
 
         policy = load_policy(model, self.config.models[model], path=checkpoint)
@@ -177,7 +178,8 @@ class Evaluator:
             policy.model.to("cuda")
         step = checkpoint_step(checkpoint)
         log = None if self.log is None else (lambda **fields: self.log(model=model, checkpoint=step, **fields))
-        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, self.seed, rollout, log)
+        seed = self.seed if seed is None else seed
+        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, seed, rollout, log)
 
 
 def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, Path, Path]]:

@@ -30,6 +30,4 @@ def mean_pass_at_k(correct: list[list[int]], ks: tuple[int, ...] = PASS_K) -> di
     if not correct:
         return {}
     n = min(len(row) for row in correct)
-    return {
-        str(k): sum(pass_at_k(len(row), sum(row), k) for row in correct) / len(correct) for k in ks if k <= n
-    }
+    return {str(k): sum(pass_at_k(len(row), sum(row), k) for row in correct) / len(correct) for k in ks if k <= n}

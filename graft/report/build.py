@@ -17,8 +17,10 @@ from graft.report.tables import (
     ReportContext,
     table1,
     table2,
+    table4,
     table_clipping,
     table_findings,
+    table_passk,
     table_selection,
     table_stored,
     table_transfers,
@@ -40,12 +42,14 @@ class Job:
 # make(ctx, seeds) -> Table, over every seed of the config
 TABLES = (
     Job("table1", False, lambda ctx, seeds: table1(ctx)),
+    Job("table4", True, lambda ctx, seeds: table4(ctx)),
     Job("table2_ablations", True, lambda ctx, seeds: table2(ctx)),
     Job("table_stored", False, lambda ctx, seeds: table_stored(ctx)),
     Job("table_selection", False, lambda ctx, seeds: table_selection(ctx)),
     Job("table_clipping", True, table_clipping),
     Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.pair_methods, seeds)),
     Job("table_findings", True, lambda ctx, seeds: table_findings(ctx)),
+    Job("table_passk", False, lambda ctx, seeds: table_passk(ctx)),
 )
 # make(ctx, seed, path): a figure of one run per cell, the config's first main seed
 FIGURES = (
@@ -101,6 +105,9 @@ def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
         benchmarks,
         config.report.selection,
         pair_methods=list(config.workflow.pair_methods),
+        main_seeds=list(config.workflow.main_seeds),
+        other_seeds=list(config.workflow.other_seeds),
+        selection_runs=config.eval.selection_runs if config.eval else 0,
     )
     seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
     summary = []
@@ -110,6 +117,6 @@ def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
         summary.append(table.markdown())
     for job in _jobs(FIGURES, config):
         job.make(ctx, config.workflow.main_seeds[0], out / "figures" / f"{job.name}.png")
-    header = f"Checkpoint selection: {config.report.selection}; scores are pass@1 (%), mean ± std over seeds.\n\n"
+    header = f"Scores are pass@1 (%); {ctx.protocol()}. Each table's caption names its seeds.\n\n"
     write_text(out / "summary.md", header + "\n".join(summary))
     return ctx

@@ -5,6 +5,9 @@
 - ``scores``: one row per checkpoint and benchmark: the pass@1 (%) the evaluation recorded, and the average over
   the test benchmarks (benchmark ``average``).
 - ``metrics``: one row per training step and model of every training cell, with its method, cell and seed.
+- ``reeval_samples``, ``reeval_scores``: the same for the re-evaluations of selected checkpoints
+  (``eval_selected/``, ``eval.selection_runs``); scores carry a ``run`` column, samples number their samples
+  across runs (run r's sample i is r * k + i), so a problem's pass rate averages every run.
 
 A cell with no results is simply absent; the tables show it as missing, never as zero.
 """
@@ -12,7 +15,7 @@ A cell with no results is simply absent; the tables show it as missing, never as
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +33,8 @@ class Results:
     samples: pd.DataFrame
     scores: pd.DataFrame
     metrics: pd.DataFrame
+    reeval_samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step"]))
+    reeval_scores: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step", "run"]))
 
 
 def _sets(data: dict) -> dict[str, dict]:
@@ -39,22 +44,40 @@ def _sets(data: dict) -> dict[str, dict]:
     return sets
 
 
+def _evaluation_rows(
+    files, samples: dict[str, list], scores: dict[str, list], with_run: bool
+) -> tuple[dict[str, list], dict[str, list]]:
+    for *names, run, path in files:
+        data = json.loads(path.read_text())
+        key = (*names, int(data["step"]))
+        extra = (run,) if with_run else ()
+        entries = [(name, s["pass@1"]) for name, s in _sets(data).items()] + [(AVERAGE, data["average"])]
+        for name, value in entries:
+            for column, v in zip(scores, (*key, *extra, name, 100.0 * value), strict=True):
+                scores[column].append(v)
+        offset = run * int(data.get("k", 0)) if with_run else 0
+        for name, s in _sets(data).items():
+            for problem, values in s.get("per_problem", {}).items():
+                for i, correct in enumerate(values):
+                    for column, v in zip(samples, (*key, name, problem, offset + i, int(correct)), strict=True):
+                        samples[column].append(v)
+    return samples, scores
+
+
 def load_evaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(samples, scores) of every evaluation JSON under ``results/eval``."""
     samples: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "problem", "sample", "correct"]}
     scores: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "score"]}
-    for method, cell, seed, model, path in ResultsTree(results).eval_files():
-        data = json.loads(path.read_text())
-        key = (method, cell, seed, model, int(data["step"]))
-        entries = [(name, s["pass@1"]) for name, s in _sets(data).items()] + [(AVERAGE, data["average"])]
-        for name, value in entries:
-            for column, v in zip(scores, (*key, name, 100.0 * value), strict=True):
-                scores[column].append(v)
-        for name, s in _sets(data).items():
-            for problem, values in s.get("per_problem", {}).items():
-                for i, correct in enumerate(values):
-                    for column, v in zip(samples, (*key, name, problem, i, int(correct)), strict=True):
-                        samples[column].append(v)
+    files = ((*names, 0, path) for *names, path in ResultsTree(results).eval_files())
+    samples, scores = _evaluation_rows(files, samples, scores, with_run=False)
+    return pd.DataFrame(samples), pd.DataFrame(scores)
+
+
+def load_reevaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(samples, scores) of every re-evaluation of a selected checkpoint under ``results/eval_selected``."""
+    samples: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "problem", "sample", "correct"]}
+    scores: dict[str, list] = {c: [] for c in [*RUN, "step", "run", "benchmark", "score"]}
+    samples, scores = _evaluation_rows(ResultsTree(results).selected_eval_files(), samples, scores, with_run=True)
     return pd.DataFrame(samples), pd.DataFrame(scores)
 
 
@@ -72,4 +95,5 @@ def load_metrics(results: Path) -> pd.DataFrame:
 
 def load(results: Path) -> Results:
     samples, scores = load_evaluations(results)
-    return Results(samples, scores, load_metrics(results))
+    reeval_samples, reeval_scores = load_reevaluations(results)
+    return Results(samples, scores, load_metrics(results), reeval_samples, reeval_scores)

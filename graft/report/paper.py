@@ -51,6 +51,20 @@ _ABLATIONS = {
     "graft_luffy_update": (32.51, 31.41),
 }
 
+# Table 4 (Appendix C): mean and sample std over three training runs of the five-benchmark average.
+# (updated model, peer or None for GRPO n=8) -> (mean, std)
+_TABLE4 = {
+    ("smollm3", None): (32.15, 1.48),
+    ("qwen3", None): (31.38, 0.16),
+    ("octothinker", None): (21.14, 0.22),
+    ("smollm3", "qwen3"): (36.12, 0.85),
+    ("qwen3", "smollm3"): (33.24, 0.33),
+    ("octothinker", "qwen3"): (23.19, 0.24),
+    ("qwen3", "octothinker"): (32.37, 0.41),
+    ("smollm3", "octothinker"): (33.06, 0.31),
+    ("octothinker", "smollm3"): (22.56, 1.07),
+}
+
 # GPU-hours to the selected checkpoints of both Pair 1 models (Section 6).
 GPU_HOURS_PAIR1 = {"graft": 40.9, "replay": 23.2, "grpo_n32": 92.0}
 
@@ -94,3 +108,10 @@ def paper_average(model: str | None, method: str, peer: str | None = None) -> fl
     rows = paper[(paper.model == model) & (paper.method == method)]
     rows = rows[rows.peer.isna() | (rows.peer == peer)]
     return float(rows.average.iloc[0]) if len(rows) else None
+
+
+def paper_table4(model: str | None, method: str, peer: str | None = None) -> tuple[float, float] | None:
+    """The paper's Table 4 (mean, sample std over three training runs) for GRPO n=8 or GRAFT; None elsewhere."""
+    if model is None or method not in ("grpo_n8", "graft"):
+        return None
+    return _TABLE4.get((model, None if method == "grpo_n8" else peer))

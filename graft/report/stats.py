@@ -96,3 +96,38 @@ def paired_bootstrap(
         per_benchmark.append(v[rng.integers(0, len(v), size=(resamples, len(v)))].mean(axis=1))
     stats = np.sort(np.mean(per_benchmark, axis=0))
     return float(stats[int(0.025 * resamples)]), float(stats[int(0.975 * resamples) - 1])
+
+
+def with_reevaluations(selected: pd.DataFrame, reeval_scores: pd.DataFrame) -> pd.DataFrame:
+    """The selected checkpoints, each re-evaluated one (``eval.selection_runs``) scored by the mean over its
+    re-evaluation runs instead of by the run that selected it, with ``eval_runs`` (1 where not re-evaluated) and
+    ``<benchmark>_std`` (the sample std over runs, where there are two or more) beside every score column."""
+    out = selected.copy()
+    out["eval_runs"] = 1
+    if reeval_scores.empty or out.empty:
+        return out
+    keys = [*RUN, "step"]
+    wide = reeval_scores.pivot_table(index=[*keys, "run"], columns="benchmark", values="score").reset_index()
+    grouped = wide.drop(columns="run").groupby(keys)
+    means, stds, runs = grouped.mean(), grouped.std(ddof=1), grouped.size()
+    index = out.set_index(keys).index
+    hit = index.isin(means.index)
+    for column in means.columns:
+        if column not in out:
+            out[column] = float("nan")
+        out.loc[hit, column] = means.loc[index[hit], column].to_numpy()
+        out[f"{column}_std"] = float("nan")
+        out.loc[hit, f"{column}_std"] = stds.loc[index[hit], column].to_numpy()
+    out.loc[hit, "eval_runs"] = runs.loc[index[hit]].to_numpy()
+    return out
+
+
+def with_reevaluated_samples(samples: pd.DataFrame, reeval_samples: pd.DataFrame) -> pd.DataFrame:
+    """Per-sample grades in which a re-evaluated checkpoint's samples are those of its re-evaluation runs (all of
+    them), not of the run that selected it; every other checkpoint keeps its own."""
+    if reeval_samples.empty:
+        return samples
+    keys = [*RUN, "step"]
+    again = pd.MultiIndex.from_frame(reeval_samples[keys].drop_duplicates())
+    keep = ~pd.MultiIndex.from_frame(samples[keys]).isin(again)
+    return pd.concat([samples[keep], reeval_samples], ignore_index=True)

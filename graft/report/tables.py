@@ -9,9 +9,17 @@ from pathlib import Path
 import pandas as pd
 
 from graft.methods import PRESETS
-from graft.report.load import AVERAGE, Results, load
-from graft.report.paper import paper_average
-from graft.report.stats import SeedAggregate, aggregate, checkpoint_scores, paired_bootstrap, select
+from graft.report.load import AVERAGE, RUN, VALIDATION, Results, load
+from graft.report.paper import paper_average, paper_table4
+from graft.report.stats import (
+    SeedAggregate,
+    aggregate,
+    checkpoint_scores,
+    paired_bootstrap,
+    select,
+    with_reevaluated_samples,
+    with_reevaluations,
+)
 from graft.report.table import Table
 from graft.results import replay_cell
 
@@ -28,11 +36,21 @@ class ReportContext:
     rule: str = "test_best"
     pair_methods: list[str] = field(default_factory=lambda: ["graft"])
     """The co-training methods of the workflow (transfer table)."""
+    main_seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds of the main comparison (grpo_n8, graft); the first is the paper's "first run" (Table 1)."""
+    other_seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds of every other cell."""
+    selection_runs: int = 0
+    """eval.selection_runs: re-evaluations of each selected checkpoint (0: scored by the selecting run)."""
     checkpoints: pd.DataFrame = field(init=False)
+    samples: pd.DataFrame = field(init=False)
+    """Per-sample grades, re-evaluated checkpoints' from their re-evaluation runs (the bootstrap reads these)."""
     _selected: dict[str, pd.DataFrame] = field(init=False, default_factory=dict)
 
     def __post_init__(self):
+        # selection reads the checkpoint evaluations; scores of what it selects come from the re-evaluations
         self.checkpoints = checkpoint_scores(self.results.scores)
+        self.samples = with_reevaluated_samples(self.results.samples, self.results.reeval_samples)
 
     @classmethod
     def from_results(cls, results: Path, *args, **kwargs) -> ReportContext:
@@ -42,7 +60,7 @@ class ReportContext:
         """The kept checkpoint of every run under ``rule`` (the config's rule by default)."""
         rule = rule or self.rule
         if rule not in self._selected:
-            self._selected[rule] = select(self.checkpoints, rule)
+            self._selected[rule] = with_reevaluations(select(self.checkpoints, rule), self.results.reeval_scores)
         return self._selected[rule]
 
     def cell(self, method: str, cell: str, model: str, column: str = AVERAGE, rule: str | None = None):
@@ -63,7 +81,25 @@ class ReportContext:
         return m[keep]
 
     def bootstrap(self, a: SeedAggregate, b: SeedAggregate) -> tuple[float, float] | None:
-        return paired_bootstrap(self.results.samples, a.selected, b.selected)
+        return paired_bootstrap(self.samples, a.selected, b.selected)
+
+    def protocol(self) -> str:
+        """How a table's scores were obtained, for its caption: the selection rule and the evaluation runs."""
+        names = {"test_best": "best test average", "val_best": "best validation score", "final": "final"}
+        chosen = f"checkpoint: {names.get(self.rule, self.rule)} (report.selection: {self.rule})"
+        if self.selection_runs:
+            return f"{chosen}, scored by the mean of {self.selection_runs} re-evaluations with fresh seeds"
+        return f"{chosen}, scored by the evaluation that selected it (eval.selection_runs: 0, biased upward)"
+
+    def seed_note(self) -> str:
+        """Which cells average which seeds, for captions of tables that set them side by side."""
+        main, other = self.main_seeds, self.other_seeds
+        if main == other:
+            return f"every cell averages seeds {main}"
+        return (
+            f"GRPO n=8 and GRAFT average seeds {main}, every other cell seeds {other}: "
+            f"rows of {len(other)} seed(s) stand beside means of {len(main)}"
+        )
 
     def paper(self, model: str) -> str | None:
         return self.paper_models.get(model)
@@ -87,11 +123,33 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
+MAIN_METHODS = ("grpo_n8", "graft")
+"""The cells every main seed trains; the others train ``other_seeds``."""
+
+
+def _first_run(ctx: ReportContext, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
+    """One cell's first training run (the first seed it is trained with), as the paper's Table 1 shows it."""
+    seed = (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
+    agg = ctx.cell(method, cell, model, column)
+    return SeedAggregate(agg.selected[agg.selected.seed == seed], column)
+
+
+def _pm_runs(cell: SeedAggregate) -> str | None:
+    """mean ± std over the evaluation runs of one training run's selected checkpoint (no ± for one run)."""
+    if cell.mean is None:
+        return None
+    std_column = f"{cell.column}_std"
+    std = cell.selected[std_column].iloc[0] if std_column in cell.selected else float("nan")
+    return f"{cell.mean:.2f}" + (f" ± {std:.2f}" if std == std else "")
+
+
 def table1(ctx: ReportContext) -> Table:
+    """Table 1 as the paper builds it: each cell's first training run, its selected checkpoint, the mean (± std)
+    of that checkpoint's evaluation runs; the paper's first-run values beside ours."""
     header = ["updated", "peer", "method", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "Δ 95% CI", "paper avg", "paper Δ"]
     rows = []
     for model in ctx.models:
-        base = ctx.cell("grpo_n8", model, model)
+        base = _first_run(ctx, "grpo_n8", model, model)
         paper_base = paper_average(ctx.paper(model), "grpo_n8")
         blocks = [(None, [(m, model) for m in ("grpo_n8", "grpo_n16", "grpo_n32")])]
         for peer, pair in ctx.peers(model):
@@ -100,8 +158,8 @@ def table1(ctx: ReportContext) -> Table:
             )
         for peer, entries in blocks:
             for method, cell_name in entries:
-                cell = ctx.cell(method, cell_name, model)
-                per_bench = [ctx.cell(method, cell_name, model, b).mean for b in ctx.benchmarks]
+                cell = _first_run(ctx, method, cell_name, model)
+                per_bench = [_first_run(ctx, method, cell_name, model, b).mean for b in ctx.benchmarks]
                 paper_value = paper_average(ctx.paper(model), method, ctx.paper(peer) if peer else None)
                 own = method == "grpo_n8"
                 rows.append(
@@ -110,15 +168,80 @@ def table1(ctx: ReportContext) -> Table:
                         peer or "",
                         PRESETS[method].label,
                         *per_bench,
-                        _pm(cell),
+                        _pm_runs(cell),
                         None if own else _delta(cell.mean, base.mean),
                         None if own else ctx.bootstrap(cell, base),
                         paper_value,
                         None if own else _delta(paper_value, paper_base),
                     ]
                 )
-    caption = "Table 1: five-benchmark pass@1 (%) by updated model and peer; paper values beside ours"
+    caption = (
+        "Table 1: five-benchmark pass@1 (%) by updated model and peer, the first training run of every cell "
+        f"(seed {ctx.main_seeds[0]} for GRPO n=8 and GRAFT, {ctx.other_seeds[0]} for the others), as the paper's "
+        f"main table; ± is the std over evaluation runs; {ctx.protocol()}; the paper's first-run values beside ours"
+    )
     return Table.from_rows("table1", caption, header, rows)
+
+
+def table4(ctx: ReportContext) -> Table:
+    """Table 4 as the paper builds it: GRPO n=8 and GRAFT over the main seeds, each run scored by the mean of its
+    selected checkpoint's evaluation runs; mean and sample std over runs, the paper's Table 4 beside ours."""
+    header = ["pair", "updated", "method", "runs", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "paper avg", "paper Δ"]
+    rows = []
+    for pair, members in ctx.pairs.items():
+        for model in members:
+            peer = next(m for m in members if m != model)
+            base = ctx.cell("grpo_n8", model, model)
+            paper_base = paper_table4(ctx.paper(model), "grpo_n8")
+            for method, cell_name in (("grpo_n8", model), ("graft", pair)):
+                cell = ctx.cell(method, cell_name, model)
+                paper = paper_table4(ctx.paper(model), method, ctx.paper(peer))
+                own = method == "grpo_n8"
+                rows.append(
+                    [
+                        pair,
+                        model,
+                        PRESETS[method].label,
+                        len(cell.selected),
+                        *[_pm(ctx.cell(method, cell_name, model, b)) for b in ctx.benchmarks],
+                        _pm(cell),
+                        None if own else _delta(cell.mean, base.mean),
+                        None if paper is None else f"{paper[0]:.2f} ± {paper[1]:.2f}",
+                        None if own or paper is None or paper_base is None else paper[0] - paper_base[0],
+                    ]
+                )
+    caption = (
+        f"Table 4: training stability over the main seeds {ctx.main_seeds}: mean ± sample std over training runs, "
+        f"each run the mean of its evaluation runs; {ctx.protocol()}; the paper's Table 4 beside ours"
+    )
+    return Table.from_rows("table4", caption, header, rows)
+
+
+def table_passk(ctx: ReportContext) -> Table:
+    """Unbiased pass@k (k = 1, 2, 4, 8 up to the samples per problem) of every evaluated cell at its selected
+    checkpoints, averaged over benchmarks, then over the cell's seeds."""
+    from graft.eval.passk import PASS_K, pass_at_k
+
+    selected = ctx.selected()
+    keys = [*RUN, "step"]
+    rows_in = ctx.samples.merge(selected[keys], on=keys)
+    rows_in = rows_in[rows_in.benchmark != VALIDATION]
+    per_problem = rows_in.groupby([*keys, "benchmark", "problem"])["correct"].agg(["size", "sum"]).reset_index()
+    n = int(per_problem["size"].min()) if len(per_problem) else 0
+    ks = [k for k in PASS_K if k <= n]
+    for k in ks:
+        per_problem[f"pass@{k}"] = [
+            100.0 * pass_at_k(int(size), int(c), k)
+            for size, c in zip(per_problem["size"], per_problem["sum"], strict=True)
+        ]
+    columns = [f"pass@{k}" for k in ks]
+    per_run = per_problem.groupby([*keys, "benchmark"])[columns].mean().groupby(keys)[columns].mean().reset_index()
+    header = ["method", "cell", "model", "seeds", *columns]
+    rows = []
+    for (method, cell, model), group in per_run.groupby(["method", "cell", "model"], sort=True):
+        rows.append([method, cell, model, len(group), *[float(group[c].mean()) for c in columns]])
+    caption = f"Unbiased pass@k (%) from the {n} samples per problem, mean over benchmarks then seeds; {ctx.protocol()}"
+    return Table.from_rows("table_passk", caption, header, rows)
 
 
 ABLATION_ROWS = [name for name, p in PRESETS.items() if p.table in ("2a", "2b", "F")]
@@ -145,7 +268,10 @@ def table2(ctx: ReportContext) -> Table:
                 _delta(paper_value, paper_full) if method != "graft" else None,
             ]
         rows.append(row)
-    caption = f"Table 2: ablations and alternative designs on {pair_name}; Δ vs full GRAFT"
+    caption = (
+        f"Table 2: ablations and alternative designs on {pair_name}; Δ vs full GRAFT; {ctx.seed_note()}; "
+        f"{ctx.protocol()}"
+    )
     return Table.from_rows("table2_ablations", caption, header, rows)
 
 
@@ -175,7 +301,7 @@ def table_stored(ctx: ReportContext) -> Table:
                     _delta(paper_stored, paper_base),
                 ]
             )
-    caption = "Stored peer trajectories (archive replay) vs online co-training"
+    caption = f"Stored peer trajectories (archive replay) vs online co-training; {ctx.seed_note()}; {ctx.protocol()}"
     return Table.from_rows("table_stored", caption, header, rows)
 
 
@@ -185,7 +311,10 @@ def table_selection(ctx: ReportContext) -> Table:
     for method, cell_name, model in ctx.run_cells():
         values = [ctx.cell(method, cell_name, model, rule=rule).mean for rule in ("test_best", "val_best", "final")]
         rows.append([method, cell_name, model, *values, _delta(values[0], values[1])])
-    caption = "Checkpoint selection: how much picking the best test checkpoint inflates scores"
+    caption = (
+        "Checkpoint selection: how much picking the best test checkpoint inflates scores (mean over each cell's "
+        "seeds; a re-evaluated checkpoint is scored by its re-evaluations)"
+    )
     return Table.from_rows("table_selection", caption, header, rows)
 
 
@@ -277,7 +406,10 @@ def table_findings(ctx: ReportContext) -> Table:
             delta = _delta(ours.mean, base.mean)
             ci = ctx.bootstrap(ours, base) if delta is not None else None
             rows.append([finding, model, delta, ci, paper_delta, _agrees(ci, paper_delta)])
-    caption = f"The paper's findings on {pair}: our difference and interval beside the paper's"
+    caption = (
+        f"The paper's findings on {pair}: our difference and interval beside the paper's; {ctx.seed_note()}; "
+        f"{ctx.protocol()}"
+    )
     return Table.from_rows("table_findings", caption, header, rows)
 
 

@@ -73,7 +73,8 @@ def smoke(tmp_path_factory):
 
 
 def test_smoke_workflow_writes_every_table_and_figure(smoke):
-    for name in ("table1", "table2_ablations", "table_stored", "table_selection", "table_clipping"):
+    names = ("table1", "table4", "table2_ablations", "table_stored", "table_selection", "table_clipping", "table_passk")
+    for name in names:
         for ext in ("md", "csv", "tex"):
             assert (smoke / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
     for fig in ("fig1_complementarity", "fig3a_score_vs_cost", "fig3b_stored_vs_online"):
@@ -82,6 +83,20 @@ def test_smoke_workflow_writes_every_table_and_figure(smoke):
     assert done["models"] == ["smol", "qwen"] and done["checkpoints"] == ["step_00001", "step_00002"]
     evals = sorted((smoke / "eval" / "replay" / "smol_from_qwen" / "seed0" / "smol").iterdir())
     assert [p.name for p in evals] == ["step_00001.json", "step_00002.json"]
+
+
+def test_smoke_workflow_reevaluates_each_selected_checkpoint_with_fresh_seeds(smoke):
+    selected = smoke / "eval_selected" / "graft" / "P1" / "seed0" / "smol"
+    record = json.loads((selected / "selected.json").read_text())
+    assert record["rule"] == "test_best" and record["runs"] == 2 and record["step"] in (1, 2)
+    runs = [json.loads((selected / f"run_{r:02d}.json").read_text()) for r in range(2)]
+    selecting = json.loads(Path(record["selecting_file"]).read_text())
+    seeds = {selecting["seed"], *(r["seed"] for r in runs)}
+    assert len(seeds) == 3 and all(r["step"] == record["step"] for r in runs)
+    assert all(set(b["pass@k"]) == {"1", "2"} for r in runs for b in r["benchmarks"].values())
+    table1 = (smoke / "report" / "tables" / "table1.md").read_text()
+    assert "mean of 2 re-evaluations" in table1 and "first training run" in table1
+    assert "Table 4" in (smoke / "report" / "tables" / "table4.md").read_text()
 
 
 def test_html_report_holds_every_table_and_figure_with_its_caption(smoke, tmp_path):

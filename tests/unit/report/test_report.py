@@ -13,7 +13,15 @@ import yaml
 
 from graft.cli import main
 from graft.report.stats import paired_bootstrap
-from graft.report.tables import ReportContext, table1, table2, table_clipping, table_selection
+from graft.report.tables import (
+    ReportContext,
+    table1,
+    table2,
+    table4,
+    table_clipping,
+    table_passk,
+    table_selection,
+)
 
 BENCH = ("b1", "b2")
 
@@ -77,8 +85,29 @@ def tree(tmp_path):
     return root
 
 
-def context(root: Path) -> ReportContext:
-    return ReportContext.from_results(root, ["A", "B"], {"P": ["A", "B"]}, {"A": "smollm3", "B": "qwen3"}, list(BENCH))
+def context(root: Path, selection_runs: int = 0) -> ReportContext:
+    return ReportContext.from_results(
+        root,
+        ["A", "B"],
+        {"P": ["A", "B"]},
+        {"A": "smollm3", "B": "qwen3"},
+        list(BENCH),
+        main_seeds=[0, 1],
+        other_seeds=[0],
+        selection_runs=selection_runs,
+    )
+
+
+def write_reeval(root: Path, method: str, cell: str, seed: int, model: str, step: int, run: int, per_problem: dict):
+    """One re-evaluation run of a selected checkpoint, as graft reevaluate writes it."""
+    scratch = root.parent / "scratch"
+    write_eval(scratch, method, cell, seed, model, step, per_problem, 0.0)
+    src = scratch / "eval" / method / cell / f"seed{seed}" / model / f"step_{step:05d}.json"
+    data = json.loads(src.read_text())
+    data["k"] = 2
+    path = root / "eval_selected" / method / cell / f"seed{seed}" / model / f"run_{run:02d}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
 
 
 def markdown_rows(table) -> list[list[str]]:
@@ -95,15 +124,16 @@ def test_table1_cells(tree):
     t = table1(context(tree))
     assert t.header[:5] == ["updated", "peer", "method", "b1", "b2"]
     grpo = row(t, "A", "", "GRPO (n=8)")
-    # seed 0 picks step 10 (b1 50, b2 0, avg 25); seed 1 step 5 (b1 100, avg 50)
-    assert grpo[3] == pytest.approx(75.0) and grpo[4] == pytest.approx(0.0)
-    assert grpo[5] == "37.50 ± 17.68"
+    # the first training run only, as the paper's Table 1: seed 0 picks step 10 (b1 50, b2 0, avg 25)
+    assert grpo[3] == pytest.approx(50.0) and grpo[4] == pytest.approx(0.0)
+    assert grpo[5] == "25.00"  # one evaluation run: no ±
     assert grpo[6] is None and grpo[8] == pytest.approx(32.60)
     graft = row(t, "A", "B", "GRAFT")
     assert graft[5] == "75.00"
-    assert graft[6] == pytest.approx(75.0 - 37.5)
+    assert graft[6] == pytest.approx(75.0 - 25.0)
     low, high = graft[7]
-    assert (low <= 37.5 + 1e-9 and high >= 37.5 - 1e-9) or low <= high
+    assert low <= 50.0 <= high
+    assert "first training run" in t.caption and "biased upward" in t.caption
     assert graft[8] == pytest.approx(37.06) and graft[9] == pytest.approx(37.06 - 32.60)
     hacpo = row(t, "A", "B", "HACPO")
     assert hacpo[3:8] == [None, None, None, None, None]  # missing, not zero
@@ -251,3 +281,49 @@ def test_transfers_table_and_dynamics_figure(tmp_path):
     assert row(t, "GRAFT", "P", "B")[6:] == [None, None, None]
     out = figure_dynamics(ctx, "graft", "P", 0, tmp_path / "dyn.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table4_averages_training_runs_beside_the_papers_table4(tree):
+    t = table4(context(tree))
+    grpo = row(t, "P", "A", "GRPO (n=8)")
+    # seed 0 picks step 10 (avg 25), seed 1 step 5 (avg 50): mean and sample std over the two runs
+    assert grpo[3] == 2 and grpo[6] == "37.50 ± 17.68"
+    assert grpo[8] == "32.15 ± 1.48"
+    graft = row(t, "P", "A", "GRAFT")
+    assert graft[3] == 1 and graft[7] == pytest.approx(75.0 - 37.5)
+    assert graft[8] == "36.12 ± 0.85" and graft[9] == pytest.approx(36.12 - 32.15)
+    assert "main seeds [0, 1]" in t.caption
+
+
+def test_a_reevaluated_checkpoint_is_scored_by_its_reevaluations_not_the_selecting_run(tree):
+    # GRPO n=8, A, seed 0 selected step 10 (avg 25 in the selecting run); two re-evaluations average 12.5 and 0
+    write_reeval(tree, "grpo_n8", "A", 0, "A", 10, 0, {"b1": [[1, 0], [0, 0]], "b2": [[0, 0], [0, 0]]})
+    write_reeval(tree, "grpo_n8", "A", 0, "A", 10, 1, {"b1": [[0, 0], [0, 0]], "b2": [[0, 0], [0, 0]]})
+    ctx = context(tree, selection_runs=2)
+    sel = ctx.selected()
+    mine = sel[(sel.method == "grpo_n8") & (sel.model == "A") & (sel.seed == 0)].iloc[0]
+    assert mine.step == 10  # selection still reads the checkpoint evaluations
+    assert mine.average == pytest.approx(6.25) and mine.eval_runs == 2
+    assert mine.average_std == pytest.approx(8.8388, abs=1e-3)
+    t = table1(ctx)
+    assert row(t, "A", "", "GRPO (n=8)")[5] == "6.25 ± 8.84"
+    assert "mean of 2 re-evaluations" in t.caption
+    # the bootstrap reads the re-evaluations' samples: GRAFT A (75) minus 6.25
+    graft = row(t, "A", "B", "GRAFT")
+    assert graft[6] == pytest.approx(75.0 - 6.25)
+    low, high = graft[7]
+    assert low <= 68.75 <= high
+    # seed 1 was not re-evaluated: it keeps its own score
+    other = sel[(sel.method == "grpo_n8") & (sel.model == "A") & (sel.seed == 1)].iloc[0]
+    assert other.average == pytest.approx(50.0) and other.eval_runs == 1
+
+
+def test_passk_table_from_the_samples(tree):
+    t = table_passk(context(tree))
+    assert t.header == ["method", "cell", "model", "seeds", "pass@1", "pass@2"]
+    graft_b = row(t, "graft", "P", "B")
+    # b1 and b2 each [[1, 1], [0, 0]]: pass@1 = pass@2 = 50
+    assert graft_b[4] == pytest.approx(50.0) and graft_b[5] == pytest.approx(50.0)
+    grpo_b = row(t, "grpo_n8", "B", "B")
+    # b1 0; b2 [[1, 0], [0, 0]]: pass@1 25, pass@2 50 -> averages 12.5 and 25
+    assert grpo_b[4] == pytest.approx(12.5) and grpo_b[5] == pytest.approx(25.0)
