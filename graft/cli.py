@@ -210,7 +210,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_fetch(args: argparse.Namespace) -> int:
     from graft.data.fetch import fetch_dataset, fetch_model
 
-    path = fetch_model(args.hub_id, args.out) if args.fetch_command == "model" else fetch_dataset(args.name, args.out)
+    if args.fetch_command == "model":
+        check = None
+        if (args.config is None) != (args.model is None):
+            raise ConfigError("fetch model: --config and --model go together (the prompt check needs both)")
+        if args.config is not None:
+            config = load_config(args.config)
+            if args.model not in config.models:
+                raise ConfigError(f"--model: unknown model {args.model!r}; models: {', '.join(config.models)}")
+            check = (args.model, config.models[args.model])
+        path = fetch_model(args.hub_id, args.out, check)
+    else:
+        path = fetch_dataset(args.name, args.out)
     _log_event("fetched", path=str(path))
     return 0
 
@@ -333,6 +344,8 @@ def _add_data(sub) -> None:
     fm = fetch_sub.add_parser("model", help="snapshot a model repository (safetensors only)")
     fm.add_argument("--hub-id", required=True)
     fm.add_argument("--out", type=Path, required=True)
+    fm.add_argument("--config", type=Path, help="with --model: refuse a tokenizer that cannot apply its prompt format")
+    fm.add_argument("--model", help="the config's name of this model (with --config)")
     fm.set_defaults(func=_cmd_fetch)
     fd = fetch_sub.add_parser("dataset", help="a benchmark or math_train, as normalised JSON Lines")
     fd.add_argument("--name", required=True)

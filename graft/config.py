@@ -25,8 +25,16 @@ class ModelSpec:
     """Directory with config.json, model.safetensors and the tokenizer files."""
 
     template: str = "{problem}"
-    """Prompt template with a ``{problem}`` slot, applied identically to own prompts and when re-tokenizing
-    a peer's response; "chat" uses the tokenizer's chat template with one user message."""
+    """Prompt template with a ``{problem}`` slot, applied identically to own prompts, evaluation and the
+    re-tokenization of a peer's response; with ``chat`` it is the content of the one user message."""
+
+    chat: bool = False
+    """Send the filled template as a single user message through the chat template, with the generation prompt
+    (the paper's format, Appendix B)."""
+
+    chat_template: str | None = None
+    """A Jinja file used instead of the tokenizer's chat template (needed for a base model that ships none, and
+    to keep a template that writes today's date out of the prompt); None: the tokenizer's own."""
 
     hub_id: str | None = None
     """Hugging Face id the models stage snapshots into ``path`` (paper config); None for built models."""
@@ -299,8 +307,14 @@ class RunConfig:
                 if member not in self.models:
                     raise ConfigError(f"pairs.{pair}: unknown model {member!r}; models: {', '.join(self.models)}")
         for name, spec in self.models.items():
-            if spec.template != "chat" and "{problem}" not in spec.template:
-                raise ConfigError(f"models.{name}.template: must contain '{{problem}}' or be 'chat'")
+            if "{problem}" not in spec.template:
+                hint = "; for the chat format write chat: true, template: '{problem} ...'" * (spec.template == "chat")
+                raise ConfigError(f"models.{name}.template: {spec.template!r} has no '{{problem}}' slot{hint}")
+            if spec.chat_template is not None:
+                if not spec.chat:
+                    raise ConfigError(f"models.{name}.chat_template: needs chat: true")
+                if not Path(spec.chat_template).is_file():
+                    raise ConfigError(f"models.{name}.chat_template: no such file {spec.chat_template!r}")
             if spec.lr is not None and not spec.lr > 0:
                 raise ConfigError(f"models.{name}.lr: {spec.lr} is not allowed; expected > 0, or null for train.lr")
         w = self.workflow
@@ -340,6 +354,8 @@ class RunConfig:
             for name, toy in self.toy.models.items():
                 if name not in self.models:
                     raise ConfigError(f"toy.models.{name}: not in models ({', '.join(self.models)})")
+                if self.models[name].chat:
+                    raise ConfigError(f"models.{name}.chat: a toy model is warmed up on plain prompts; expected false")
                 unknown = sorted(set(toy.mix) - set(self.toy.families))
                 if unknown:
                     raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; toy.families: {world}")

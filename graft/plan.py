@@ -90,6 +90,16 @@ def describe(cfg: RunConfig, source: str) -> str:
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
     lines.append(f"{'method':<30} {'cells':>5}")
     lines += [f"{method:<30} {count:>5}" for method, count in Counter(c.method for c in cells).items()]
+    if cfg.eval is not None:
+        runs = cfg.eval.selection_runs
+        again = (
+            f"each selected checkpoint (report.selection: {cfg.report.selection}) then evaluated {runs} more times"
+            if runs
+            else "selected checkpoints scored by the evaluation that selected them (eval.selection_runs: 0)"
+        )
+        lines.append(f"evaluation: {cfg.eval.k} samples per problem; {again}")
+        lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
+    lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     hours = estimate_gpu_hours(cfg, cells)
     if hours:
         lines.append(
@@ -101,3 +111,37 @@ def describe(cfg: RunConfig, source: str) -> str:
             "estimated training GPU-hours: 0 (a CPU configuration; set workflow.gpu_hours_per_step to estimate)"
         )
     return "\n".join(lines)
+
+
+def model_prompts(cfg: RunConfig) -> dict[str, str]:
+    """Each model's prompt for the placeholder problem ``{problem}``, as a Python literal. A model directory that
+    exists is read and its prompt format checked (a format its tokenizer cannot apply is refused here, before
+    anything is submitted); for a model still to be fetched, a chat template file of the config is rendered,
+    and a tokenizer's own template is named: ``graft fetch model`` checks it once downloaded."""
+    from graft.engine.policy import check_prompt, prompt_format
+
+    prompts = {}
+    for name, spec in cfg.models.items():
+        fmt = prompt_format(spec)
+        if (Path(spec.path) / "config.json").is_file():
+            prompts[name] = repr(check_prompt(name, spec))
+        elif not fmt.chat:
+            prompts[name] = repr(fmt.render(None, "{problem}"))
+        elif fmt.chat_template is not None:
+            prompts[name] = repr(_render_chat_file(fmt.chat_template, fmt.template))
+        else:
+            prompts[name] = (
+                f"{fmt.template!r} as one user message through the chat template of {spec.hub_id or spec.path} "
+                "(checked when it is fetched)"
+            )
+    return prompts
+
+
+def _render_chat_file(text: str, content: str) -> str:
+    """A chat template file rendered for one user message, with the Jinja settings transformers uses."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    message = {"role": "user", "content": content}
+    # the tokenizer's own BOS is not known before the download; the placeholder shows where it goes
+    return env.from_string(text).render(messages=[message], add_generation_prompt=True, bos_token="<bos>")

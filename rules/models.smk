@@ -33,7 +33,10 @@ if TOY:
 else:
 
     rule fetch_model:
-        """A model snapshot (safetensors, config, tokenizer) from the Hugging Face hub."""
+        """A model snapshot (safetensors, config, tokenizer) from the Hugging Face hub; its tokenizer must
+        apply the model's prompt format (the first rule of the DAG that can check it)."""
+        input:
+            config=ancient(RUN_CONFIG),
         output:
             directory(f"{R}/models/{{model}}"),
         log:
@@ -43,4 +46,5 @@ else:
         params:
             hub_id=lambda wc: CFG.models[wc.model].hub_id,
         shell:
-            "graft fetch model --hub-id {params.hub_id} --out {output} 2> {log}"
+            "graft fetch model --hub-id {params.hub_id} --out {output}"
+            " --config {input.config} --model {wildcards.model} 2> {log}"

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from graft.config import ModelSpec
 from graft.data.benchmarks import HUB, HubSource, fetch_from_hub
-from graft.engine.policy import check_model_dir
+from graft.engine.policy import check_model_dir, check_prompt
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 
@@ -17,8 +18,10 @@ MATH_TRAIN = HubSource("DigitalLearningGmbH/MATH-lighteval", "train", answer="an
 MATH_TEST = HubSource("DigitalLearningGmbH/MATH-lighteval", "test", answer="answer")
 
 
-def fetch_model(hub_id: str, out: str | Path) -> Path:
-    """Snapshot a model repository's safetensors weights, config and tokenizer files into ``out``."""
+def fetch_model(hub_id: str, out: str | Path, check: tuple[str, ModelSpec] | None = None) -> Path:
+    """Snapshot a model repository's safetensors weights, config and tokenizer files (a chat template may be a
+    ``chat_template.jinja`` of its own) into ``out``. ``check``: (name, config entry) whose prompt format the
+    downloaded tokenizer must be able to apply, refused before the snapshot is put in place."""
     from huggingface_hub import snapshot_download
 
     out = Path(out)
@@ -26,9 +29,11 @@ def fetch_model(hub_id: str, out: str | Path) -> Path:
     snapshot_download(
         hub_id,
         local_dir=tmp,
-        allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "tokenizer*"],
+        allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"],
     )
     check_model_dir(tmp, f"hub model {hub_id!r}")
+    if check is not None:
+        check_prompt(check[0], check[1], tmp)
     commit_dir(tmp, out)
     return out
 

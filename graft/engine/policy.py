@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from graft.config import ModelSpec
+from graft.engine.prompts import PromptFormat
 from graft.errors import ConfigError
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -24,17 +25,22 @@ class Policy:
     model: torch.nn.Module
     tokenizer: object
     template: str
+    chat: bool = False
+    """The template fills one user message of the chat template (graft.engine.prompts)."""
+    chat_template: str | None = None
+    """Jinja text in place of the tokenizer's chat template."""
+
+    @property
+    def prompt_format(self) -> PromptFormat:
+        return PromptFormat(self.template, self.chat, self.chat_template)
 
     def prompt_text(self, problem: str) -> str:
         """The prompt string for a problem; the same text is used when re-tokenizing a peer's response."""
-        if self.template == "chat":
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": problem}], tokenize=False, add_generation_prompt=True
-            )
-        return self.template.replace("{problem}", problem)
+        return self.prompt_format.render(self.tokenizer, problem)
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=self.template != "chat")["input_ids"]
+        # a chat template writes its own special tokens (BOS and turn markers)
+        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
 
     @property
     def stop_token_ids(self) -> list[int]:
@@ -84,7 +90,25 @@ def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtyp
         where, dtype=DTYPES[dtype or spec.dtype], use_safetensors=True, trust_remote_code=False
     )
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return Policy(name=name, model=model, tokenizer=tokenizer, template=spec.template)
+    fmt = prompt_format(spec)
+    fmt.check(name, tokenizer, str(where))
+    return Policy(name, model, tokenizer, fmt.template, fmt.chat, fmt.chat_template)
+
+
+def prompt_format(spec: ModelSpec) -> PromptFormat:
+    """A model's prompt format from its config entry (the chat template file read here)."""
+    text = Path(spec.chat_template).read_text() if spec.chat_template else None
+    return PromptFormat(spec.template, spec.chat, text)
+
+
+def check_prompt(name: str, spec: ModelSpec, path: str | Path | None = None) -> str:
+    """Load only the tokenizer of a model directory and refuse a prompt format it cannot apply (before any job
+    runs); returns the prompt of the placeholder problem ``{problem}``."""
+    from transformers import AutoTokenizer
+
+    where = Path(path or spec.path)
+    tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+    return prompt_format(spec).check(name, tokenizer, str(where))
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -66,7 +67,7 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
         return engine, True
     if world.distributed:
         sampler = copy.deepcopy(policy.model).requires_grad_(False).eval()
-        copy_policy = Policy(name, sampler, policy.tokenizer, policy.template)
+        copy_policy = dataclasses.replace(policy, model=sampler)
         return HFRollout(copy_policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), True
     return HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), False
 

@@ -81,7 +81,7 @@ def base() -> dict:
         (lambda c: c["train"].update(stpes=3), "config.train: unknown field 'stpes'; allowed fields: steps"),
         (lambda c: c["pairs"].update(P2=["smol", "zeta"]), "pairs.P2: unknown model 'zeta'"),
         (lambda c: c["models"]["smol"].update(lr=-1.0), "models.smol.lr: -1.0 is not allowed; expected > 0, or null"),
-        (lambda c: c["models"]["smol"].update(template="no slot"), "models.smol.template: must contain '{problem}'"),
+        (lambda c: c["models"]["smol"].update(template="x"), "models.smol.template: 'x' has no '{problem}' slot"),
         (lambda c: c["reward"].update(kind="exact"), "config.reward.kind: 'exact' is not allowed; expected one of"),
         (lambda c: c["toy"]["models"]["smol"]["mix"].update(pow=1.0), "toy.models.smol.mix: unknown family 'pow'"),
         (lambda c: c["workflow"].update(grpo=["grpo_n64"]), "workflow.grpo: unknown preset 'grpo_n64'"),
@@ -115,3 +115,8 @@ def test_plan_command(capsys):
     assert main(["plan", "--config", "config/paper.yaml"]) == 0
     out = capsys.readouterr().out
     assert "53 training cells" in out and "estimated training GPU-hours" in out
+    assert "then evaluated 5 more times" in out
+    suffix = "Let's think step by step and output the final answer within \\\\boxed{}."
+    for model in ("smollm3", "qwen3", "octothinker"):
+        line = next(x for x in out.splitlines() if x.startswith(f"prompt of {model}: "))
+        assert "{problem} " + suffix in line, line
