@@ -23,8 +23,7 @@ class ScoringSettings:
     micro_batch: int = 64
     """Responses per forward pass at most."""
     max_response_tokens: int | None = None
-    """The receiver's response limit; HACPO's update cuts re-tokenized peer responses to it (its official
-    code). None: no cut."""
+    """The receiver's response limit: every method cuts re-tokenized peer responses to it. None: no cut."""
 
 
 def retokenize(policy: Policy, prompt_text: str, response: str, generated_eos: bool) -> tuple[list[int], list[int]]:
@@ -101,32 +100,34 @@ def score_peer_responses(
     temperature: float = 1.0,
     micro_batch: int = 64,
     world: World = SINGLE,
-    max_response_tokens: int | None = None,
 ) -> tuple[list[list[int]], list[list[int]], list[list[float]], torch.Tensor]:
     """Re-tokenize peer responses for the receiver and score them with its behaviour policy.
-
-    ``max_response_tokens``: cut each re-tokenized response to this many receiver tokens (HACPO's official
-    code); None keeps them whole.
 
     Returns:
         (prompt_ids, response_ids, per-token receiver log-probs, mean token log-likelihood [R]).
     """
-    prompts, resp_ids = retokenize_all(policy, prompt_texts, responses, generated_eos, max_response_tokens)
+    prompts, resp_ids = retokenize_all(policy, prompt_texts, responses, generated_eos)
     logps, mean = score_responses(policy, prompts, resp_ids, temperature, micro_batch, world)
     return prompts, resp_ids, logps, mean
 
 
 def retokenize_all(
-    policy: Policy,
-    prompt_texts: list[str],
-    responses: list[str],
-    generated_eos: list[bool],
-    max_response_tokens: int | None = None,
+    policy: Policy, prompt_texts: list[str], responses: list[str], generated_eos: list[bool]
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """``retokenize`` for each (prompt, response), responses cut to ``max_response_tokens`` when it is set."""
+    """``retokenize`` for each (prompt, response)."""
     prompts, resp_ids = [], []
     for text, response, eos in zip(prompt_texts, responses, generated_eos, strict=True):
         p, r = retokenize(policy, text, response, eos)
         prompts.append(p)
-        resp_ids.append(r if max_response_tokens is None else r[:max_response_tokens])
+        resp_ids.append(r)
     return prompts, resp_ids
+
+
+def cut_to_limit(response_ids: list[list[int]], limit: int | None) -> tuple[list[list[int]], int]:
+    """Re-tokenized responses cut to the receiver's ``limit`` tokens (``train.max_response_tokens``), and how many
+    were cut. A cut response loses its EOS with its tail, as a rollout that reaches the limit has none: the
+    receiver trains on at most what it could have generated itself. None: no cut."""
+    if limit is None:
+        return response_ids, 0
+    cut = [r[:limit] for r in response_ids]
+    return cut, sum(len(r) > limit for r in response_ids)

@@ -27,7 +27,7 @@ from graft.algo import (
 from graft.data.records import StepRecords
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
-from graft.engine.scoring import ScoringSettings, retokenize_all, score_peer_responses
+from graft.engine.scoring import ScoringSettings, cut_to_limit, retokenize_all, score_responses
 from graft.methods import Method
 
 
@@ -68,6 +68,8 @@ class ExchangeStats:
     weights: list[float] = field(default_factory=list)
     correct_transferred: int = 0
     correct_admitted: int = 0
+    truncated: int = 0
+    """Sent responses whose re-tokenization exceeded the receiver's max_response_tokens and was cut."""
 
     def metrics(self) -> dict[str, float | int | list[int]]:
         hist = torch.histc(torch.tensor(self.weights or [0.0]), bins=10, min=0.0, max=1.0)
@@ -87,6 +89,7 @@ class ExchangeStats:
             "gate_pass_rate_wrong": wrong_admitted / wrong_transferred if wrong_transferred else None,
             "correct_transferred": self.correct_transferred,
             "correct_admitted": self.correct_admitted,
+            "peer_truncated": self.truncated,
             "s_median": float(s.median()) if s is not None else None,
             "weight_hist": [int(v) for v in hist.tolist()],
         }
@@ -162,6 +165,7 @@ def build_groups(
     sent = _sent_responses(method, peer, attach, generator)
     flat = [(g, i) for g, items in sent.items() for i in items]
     scored = _score(method, receiver, peer, flat, prompt_texts, scoring, world)
+    stats.truncated = scored.cut
     weights = _weights(method, scored, generator, stats)
     own_adv, peer_adv = receiver_advantages(method, own, peer, selected, omega_own_peer)
 
@@ -222,6 +226,8 @@ class _Scored:
     """Receiver's mean token log-likelihood of each response (Eq. 6)."""
     src_mean: torch.Tensor
     """Source's mean generation log-prob of each response (Eq. 6 under its own tokenization)."""
+    cut: int = 0
+    """How many re-tokenized responses were cut to the receiver's length limit."""
 
 
 def _score(
@@ -233,23 +239,26 @@ def _score(
     scoring: ScoringSettings,
     world: World,
 ) -> _Scored:
-    """Re-tokenize the sent responses for the receiver and, where the gate or the update needs them, score them
-    with one forward pass of its behaviour policy."""
+    """Re-tokenize the sent responses for the receiver, cut them to its length limit, and, where the gate or the
+    update needs them, score them with one forward pass of its behaviour policy.
+
+    Every method cuts a re-tokenized response longer than the receiver's ``max_response_tokens`` (HACPO's official
+    code does so; a receiver cannot generate past its limit, so it never trains on more than it could sample).
+    The gate then compares the receiver's mean over the kept prefix with the source's mean over its whole
+    response; the count is the metric ``peer_truncated``."""
     texts = [prompt_texts[g] for g, _ in flat]
     responses = [peer.texts[g][i] for g, i in flat]
     eos = [not peer.truncated[g][i] for g, i in flat]
+    # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
+    # generation log-probs (DESIGN.md section 10).
     hacpo = method.update == "hacpo"
-    # HACPO's official code takes the source's log-probs from its training model and cuts re-tokenized
-    # responses to the receiver's limit; GRAFT's gate uses the generation log-probs (DESIGN.md section 10).
     src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
-    limit = scoring.max_response_tokens if hacpo else None
+    p_ids, full = retokenize_all(receiver, texts, responses, eos)
+    r_ids, cut = cut_to_limit(full, scoring.max_response_tokens)
     if (method.gate == "compat" or method.update == "clipped") and flat:
-        p_ids, r_ids, old_logps, recv_mean = score_peer_responses(
-            receiver, texts, responses, eos, scoring.temperature, scoring.micro_batch, world, limit
-        )
-        return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean)
-    p_ids, r_ids = retokenize_all(receiver, texts, responses, eos, limit)
-    return _Scored(p_ids, r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean)
+        old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring.temperature, scoring.micro_batch, world)
+        return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean, cut)
+    return _Scored(p_ids, r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean, cut)
 
 
 def _weights(method: Method, scored: _Scored, generator: torch.Generator, stats: ExchangeStats) -> torch.Tensor:

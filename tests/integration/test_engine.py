@@ -19,7 +19,7 @@ from graft.data.records import read_step
 from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout
-from graft.engine.scoring import ScoringSettings, retokenize, score_peer_responses
+from graft.engine.scoring import ScoringSettings, retokenize, retokenize_all, score_peer_responses
 from graft.methods import get_method
 from graft.seeding import generator
 from graft.train.exchange import build_groups, select_prompts
@@ -164,6 +164,38 @@ def test_forced_graft_co_training(forced_world, tmp_path):
     assert step0_b["peer_minibatch_positions"] == positions
     if positions:
         assert positions[-1] == len(chunks) - 1
+
+
+@pytest.mark.parametrize("method_name", ["graft", "hacpo", "graft_no_gate"])
+def test_every_method_cuts_a_retokenized_peer_response_to_the_receivers_limit(forced_world, tmp_path, method_name):
+    out = tmp_path / "graft"
+    run(forced_world, out, steps=1).run(log=lambda _: None)
+    _, b = policies(forced_world)
+    rec = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
+    selected = torch.ones(len(rec["B"].prompt_ids), dtype=torch.bool)
+    texts = [b.prompt_text(FORCED[pid][0]) for pid in rec["B"].prompt_ids]
+    full = len(retokenize_all(b, [texts[0]], [rec["A"].texts[0][0]], [True])[1][0])
+    limit = max(full - 2, 1)
+
+    def build(max_tokens):
+        return build_groups(
+            get_method(method_name),
+            b,
+            rec["B"],
+            rec["A"],
+            selected=selected,
+            prompt_texts=texts,
+            generator=torch.Generator().manual_seed(0),
+            scoring=ScoringSettings(max_response_tokens=max_tokens),
+        )
+
+    groups, stats = build(limit)
+    peer_rows = [r for g in groups for r in g.rows if r.is_peer]
+    assert peer_rows and all(len(r.response_ids) <= limit for r in peer_rows)
+    assert all(len(r.old_logp) == len(r.response_ids) for r in peer_rows if method_name != "hacpo")
+    assert stats.truncated >= 1 and stats.metrics()["peer_truncated"] == stats.truncated
+    _, whole = build(None)
+    assert whole.truncated == 0
 
 
 def test_archive_replay_reproduces_the_live_runs_receiver(forced_world, tmp_path):

@@ -50,3 +50,11 @@ def test_unbalanced_row_takes_every_prompt_the_peer_solved():
     assert unbalanced[("A", "B")].tolist() == [True, True, False, False]  # the all-correct group too (k_src = n)
     assert graft[("A", "B")].tolist() == [False, False, False, False]  # balanced against B's zero candidates
     assert unbalanced[("B", "A")].tolist() == [False, False, False, False]
+
+
+def test_cut_to_limit_counts_what_it_cuts_and_drops_the_tail_with_its_eos():
+    from graft.engine.scoring import cut_to_limit
+
+    cut, count = cut_to_limit([[5, 6, 7, 1], [5, 1], [5, 6, 7]], 3)
+    assert cut == [[5, 6, 7], [5, 1], [5, 6, 7]] and count == 1
+    assert cut_to_limit([[5, 6, 7, 1]], None) == ([[5, 6, 7, 1]], 0)
