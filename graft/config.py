@@ -192,8 +192,9 @@ def _ablation_presets() -> list[str]:
 class WorkflowSpec:
     """Which cells the workflow runs (DESIGN.md section 6); every cell is one output path."""
 
-    grpo: list[str] = field(default_factory=lambda: ["grpo_n8", "grpo_n16", "grpo_n32"])
-    """Single-model presets: grpo_n8 runs for every model, the others for ``baseline_models``."""
+    grpo: list[str] = field(default_factory=lambda: ["grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds"])
+    """Single-model presets: grpo_n8 runs for every model, the others for ``baseline_models`` (grpo_n8_ds:
+    dynamic sampling, the paper's Table 5 and Figure 3a)."""
     pair_methods: list[str] = field(default_factory=lambda: ["graft", "hacpo", "sgt"])
     """Co-training presets: graft runs on every pair, the others on ``baseline_pairs``."""
     replay: bool = True

@@ -107,6 +107,17 @@ class Method:
     hacpo_window: int = 5
     """Steps over which HACPO's capability P_k averages the mean reward."""
 
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling (Yu et al. 2025; the paper's "GRPO (n=8) + Dynamic Sampling", Fig. 3a, Table 5):
+    groups with zero reward variance (all correct or all wrong) are dropped and further prompts are sampled until
+    the step has ``prompts_per_step`` informative groups or ``resample_rounds`` extra draws were made. Costs
+    extra rollouts, counted in the metrics (``rollouts``). Single-model runs only."""
+
+    resample_rounds: int = 4
+    """Extra prompt draws per step at most under dynamic sampling; a step that still has fewer informative groups
+    trains on those it has (metric ``ds_groups``). DAPO's verl recipe caps its draws the same way
+    (``max_num_gen_batches``)."""
+
     def __post_init__(self) -> None:
         _check_method(self)
 
@@ -137,6 +148,10 @@ def _check_method(m: Method) -> None:
             _fail(name, f"{getattr(m, name)} is not allowed; expected a value >= 0")
     if m.luffy_gamma == 0:
         _fail("luffy_gamma", "0 is not allowed; expected gamma > 0")
+    if m.resample_rounds < 0:
+        _fail("resample_rounds", f"{m.resample_rounds} is not allowed; expected an integer >= 0")
+    if m.dynamic_sampling and m.peer != "none":
+        _fail("dynamic_sampling", f"true is not allowed with peer {m.peer!r}: it is a single-model GRPO baseline")
     if m.hacpo_window < 1:
         _fail("hacpo_window", f"{m.hacpo_window} is not allowed; expected an integer >= 1")
     if (m.peer == "none") != (m.select == "none"):
@@ -162,7 +177,8 @@ class Preset(NamedTuple):
     label: str
     """How reports name the row."""
     table: str
-    """Where the paper reports it: "1" (main table), "2a", "2b", "F" (delta sweep), "stored"."""
+    """Where the paper reports it: "1" (main table), "2a", "2b", "F" (delta sweep), "stored", "5" (the cost
+    table only)."""
     note: str = ""
     """The definition we chose where the paper's text leaves it open, with the passage it rests on
     (``graft methods`` prints it)."""
@@ -186,6 +202,14 @@ PRESETS: dict[str, Preset] = {
     "grpo_n8": Preset(Method(n=8), "GRPO (n=8)", "1"),
     "grpo_n16": Preset(Method(n=16), "GRPO (n=16)", "1"),
     "grpo_n32": Preset(Method(n=32), "GRPO (n=32)", "1"),
+    "grpo_n8_ds": Preset(
+        Method(n=8, dynamic_sampling=True),
+        "GRPO (n=8) + DS",
+        "5",
+        "DAPO's dynamic sampling: zero-variance groups dropped, fresh prompts drawn (at most resample_rounds extra "
+        "draws) until the step holds prompts_per_step informative groups; the paper (Fig. 3a, Table 5) gives no "
+        "cap, ours is 4",
+    ),
     "graft": Preset(_GRAFT, "GRAFT", "1"),
     "hacpo": Preset(Method(peer="live", select="all", **_HACPO_UPDATE), "HACPO", "1"),
     "sgt": Preset(Method(peer="live", select="any_success", **_SGT_UPDATE), "SGT", "1"),

@@ -31,6 +31,12 @@ _FORMULAS: dict[str, Callable[..., int]] = {
     "rollout": lambda seed, step, model, rank: (
         ((seed * 1_000_003 + step) * 65_537 + _name(model) + rank * 7_919) % _MAX
     ),
+    # Dynamic sampling's extra prompt draw of a step, round 1, 2, ... (round 0 is the step's batch).
+    "resample": lambda seed, step, round_: _step_salt(seed, step, 30 + round_),
+    # A model's rollout of such an extra draw (round 0 keeps "rollout").
+    "resample_rollout": lambda seed, step, round_, model, rank: (
+        ((seed * 1_000_003 + step) * 65_537 + _name(model) + rank * 7_919 + round_ * 104_729) % _MAX
+    ),
     # The exchange's prompt choices of a step (random-prompt ablation), shared by both directions.
     "select": lambda seed, step: _step_salt(seed, step, 1),
     # A receiver's draws while building its groups (random admission, SGT's one success).

@@ -34,7 +34,8 @@ else:
 
     rule fetch_model:
         """A model snapshot (safetensors, config, tokenizer) from the Hugging Face hub; its tokenizer must
-        apply the model's prompt format (the first rule of the DAG that can check it)."""
+        apply the model's prompt format (the first rule of the DAG that can check it).
+        """
         input:
             config=ancient(RUN_CONFIG),
         output:

@@ -58,6 +58,42 @@ class StepRecords:
     def n(self) -> int:
         return self.rewards.shape[1]
 
+    def take(self, groups: list[int]) -> StepRecords:
+        """The records of some of the groups, in the order given."""
+        pick = lambda rows: [rows[g] for g in groups]  # noqa: E731
+        index = torch.tensor(groups, dtype=torch.long)
+        return StepRecords(
+            self.model,
+            self.step,
+            pick(self.prompt_ids),
+            pick(self.texts),
+            pick(self.token_ids),
+            pick(self.logprobs),
+            self.rewards[index],
+            self.advantages[index],
+            pick(self.truncated),
+            None if self.trained_logprobs is None else pick(self.trained_logprobs),
+        )
+
+    @staticmethod
+    def concat(parts: list[StepRecords]) -> StepRecords:
+        """One model's groups of one step drawn in several rounds (dynamic sampling), in round order."""
+        first = parts[0]
+        join = lambda name: [row for p in parts for row in getattr(p, name)]  # noqa: E731
+        trained = None if first.trained_logprobs is None else join("trained_logprobs")
+        return StepRecords(
+            first.model,
+            first.step,
+            join("prompt_ids"),
+            join("texts"),
+            join("token_ids"),
+            join("logprobs"),
+            torch.cat([p.rewards for p in parts]),
+            torch.cat([p.advantages for p in parts]),
+            join("truncated"),
+            trained,
+        )
+
     def behaviour_logprobs(self, g: int, i: int) -> list[float]:
         """pi_old's per-token log-probs of response (g, i), the denominator of the ratio (Eqs. 3 and 9)."""
         return (self.trained_logprobs or self.logprobs)[g][i]

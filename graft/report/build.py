@@ -19,6 +19,7 @@ from graft.report.tables import (
     table2,
     table4,
     table_clipping,
+    table_cost,
     table_findings,
     table_passk,
     table_selection,
@@ -50,6 +51,7 @@ TABLES = (
     Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.pair_methods, seeds)),
     Job("table_findings", True, lambda ctx, seeds: table_findings(ctx)),
     Job("table_passk", False, lambda ctx, seeds: table_passk(ctx)),
+    Job("table_cost", True, lambda ctx, seeds: table_cost(ctx)),
 )
 # make(ctx, seed, path): a figure of one run per cell, the config's first main seed
 FIGURES = (

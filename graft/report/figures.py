@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from graft.report.paper import GPU_HOURS_PAIR1
-from graft.report.tables import ReportContext
+from graft.report.tables import ReportContext, cost_to
 from graft.results import atomic_path, replay_cell
 
 
@@ -49,15 +49,6 @@ def figure1(ctx: ReportContext, seed: int, out: Path) -> Path:
     return _save(fig, out)
 
 
-def _cost_to(rows: pd.DataFrame, step: int) -> float:
-    """Hours spent on training steps before ``step`` (GPU-hours when the job had GPUs, else wall hours); a
-    co-training step is one job for both models, so each step counts once."""
-    steps = rows[rows.step < step].drop_duplicates("step")
-    gpu = float(steps.get("gpu_hours", pd.Series(dtype=float)).fillna(0).sum())
-    wall = float(steps.get("step_time_s", pd.Series(dtype=float)).fillna(0).sum()) / 3600
-    return gpu if gpu > 0 else wall
-
-
 def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]], seed: int) -> list[pd.Series] | None:
     """The selected checkpoint of each (method, cell, model) at ``seed``; None unless every one exists."""
     sel = ctx.selected()
@@ -76,22 +67,22 @@ def figure3a(ctx: ReportContext, seed: int, out: Path) -> Path:
     if ctx.pairs:
         pair, (a, b) = next(iter(ctx.pairs.items()))
         points = {}
-        for method in ("grpo_n8", "grpo_n16", "grpo_n32"):
+        for method in ("grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds"):
             sel = _selected_runs(ctx, [(method, m, m) for m in (a, b)], seed)
             if sel:
-                cost = sum(_cost_to(ctx.metrics(method, s.cell, [seed]), s.step) for s in sel)
+                cost = sum(cost_to(ctx.metrics(method, s.cell, [seed]), s.step) for s in sel)
                 points[method] = (cost, statistics.fmean(s.average for s in sel))
         for method in ("graft", "hacpo", "sgt"):
             sel = _selected_runs(ctx, [(method, pair, m) for m in (a, b)], seed)
             if sel:
                 last = max(s.step for s in sel)  # the joint run up to the later checkpoint
                 points[method] = (
-                    _cost_to(ctx.metrics(method, pair, [seed]), last),
+                    cost_to(ctx.metrics(method, pair, [seed]), last),
                     statistics.fmean(s.average for s in sel),
                 )
         sel = _selected_runs(ctx, [("replay", replay_cell(m, p), m) for m, p in ((a, b), (b, a))], seed)
         if sel:
-            cost = sum(_cost_to(ctx.metrics("replay", s.cell, [seed]), s.step) for s in sel)
+            cost = sum(cost_to(ctx.metrics("replay", s.cell, [seed]), s.step) for s in sel)
             points["replay"] = (cost, statistics.fmean(s.average for s in sel))
         # tiny CPU runs take minutes, not hours: plot minutes so the axis stays readable
         minutes = bool(points) and max(x for x, _ in points.values()) < 1.0
@@ -108,7 +99,7 @@ def figure3a(ctx: ReportContext, seed: int, out: Path) -> Path:
         for method, (x, y) in points.items():
             ax.scatter([x], [y], label=method, zorder=3)
         ax.set_title(f"Figure 3a: {pair} pair-mean score vs cost (seed {seed})")
-        paper = ", ".join(f"{m} {h}" for m, h in GPU_HOURS_PAIR1.items())
+        paper = ", ".join(f"{m} {h}" for m, h in GPU_HOURS_PAIR1.items() if m in points)
         fig.text(0.01, -0.04, f"paper, Pair 1 GPU-hours to the selected checkpoints: {paper}", fontsize=7)
     ax.set_ylabel("pair-mean average pass@1 (%)")
     if ax.collections:

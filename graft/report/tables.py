@@ -10,7 +10,7 @@ import pandas as pd
 
 from graft.methods import PRESETS
 from graft.report.load import AVERAGE, RUN, VALIDATION, Results, load
-from graft.report.paper import paper_average, paper_table4
+from graft.report.paper import GPU_HOURS_PAIR1, paper_average, paper_table4
 from graft.report.stats import (
     SeedAggregate,
     aggregate,
@@ -419,3 +419,62 @@ def _agrees(ci: tuple[float, float] | None, paper_delta: float | None) -> str | 
     if ci[0] > 0 or ci[1] < 0:
         return "yes" if (ci[0] > 0) == (paper_delta > 0) else "no (opposite)"
     return "no (interval holds 0)"
+
+
+def cost_to(rows: pd.DataFrame, step: int) -> float:
+    """Hours spent on training steps before ``step`` (GPU-hours when the job had GPUs, else wall hours); a
+    co-training step is one job for both models, so each step counts once."""
+    steps = rows[rows.step < step].drop_duplicates("step")
+    gpu = float(steps.get("gpu_hours", pd.Series(dtype=float)).fillna(0).sum())
+    wall = float(steps.get("step_time_s", pd.Series(dtype=float)).fillna(0).sum()) / 3600
+    return gpu if gpu > 0 else wall
+
+
+COST_ROWS = ("grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds", "hacpo", "sgt", "graft", "replay")
+
+
+def table_cost(ctx: ReportContext) -> Table:
+    """The paper's Table 5 on the first pair: each model's score and the hours to its selected checkpoint and to
+    the end of the run, both models' cost (the later checkpoint of a joint run; the sum of two single-model
+    runs), and the responses sampled, beside the paper's both-model cost. First training runs; hours are
+    GPU-hours where the jobs had GPUs, else wall hours."""
+    pair, (a, b) = next(iter(ctx.pairs.items()))
+    header = ["method"]
+    for model in (a, b):
+        header += [f"{model} avg", f"{model} h to ckpt", f"{model} h full"]
+    header += ["both h to ckpts", "both h full", "responses sampled", "paper both GPU-h to ckpts"]
+    rows = []
+    for method in COST_ROWS:
+        joint = PRESETS[method].method.peer == "live"
+        cells = {m: pair if joint else (replay_cell(m, p) if method == "replay" else m) for m, p in ((a, b), (b, a))}
+        row: list[object] = [PRESETS[method].label]
+        steps, runs = {}, {}
+        for model in (a, b):
+            cell = _first_run(ctx, method, cells[model], model)
+            seed = (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
+            metrics = ctx.metrics(method, cells[model], [seed])
+            if cell.mean is None or metrics.empty:
+                row += [None, None, None]
+                continue
+            step = int(cell.selected["step"].iloc[0])
+            steps[model], runs[model] = step, metrics
+            row += [cell.mean, cost_to(metrics, step), cost_to(metrics, int(metrics.step.max()) + 1)]
+        if len(steps) == 2:
+            if joint:
+                both = cost_to(runs[a], max(steps.values()))
+                full = cost_to(runs[a], int(runs[a].step.max()) + 1)
+                sampled = runs[a]["rollouts"].sum() if "rollouts" in runs[a] else None
+            else:
+                both = sum(cost_to(runs[m], steps[m]) for m in (a, b))
+                full = sum(cost_to(runs[m], int(runs[m].step.max()) + 1) for m in (a, b))
+                has = all("rollouts" in runs[m] for m in (a, b))
+                sampled = sum(runs[m]["rollouts"].sum() for m in (a, b)) if has else None
+            row += [both, full, None if sampled is None else float(sampled)]
+        else:
+            row += [None, None, None]
+        rows.append([*row, GPU_HOURS_PAIR1.get(method)])
+    caption = (
+        f"Table 5: score and training cost on {pair}, first training runs; {ctx.protocol()}; hours are GPU-hours "
+        "where the jobs had GPUs, else wall hours; the paper's both-model GPU-hours beside ours"
+    )
+    return Table.from_rows("table_cost", caption, header, rows)

@@ -32,18 +32,18 @@ def grade_in_shares(grader: Grader, world: World, texts: list[str], answers: lis
 
 
 def _sample_and_grade(
-    learner: Learner, step: int, batch: list[Problem], n: int, seed: int, grader: Grader, world: World
+    learner: Learner, step: int, batch: list[Problem], n: int, seed: int, grader: Grader, world: World, round_: int
 ) -> tuple[list[list[Sample]], Grades, dict]:
     mine = world.share(batch)
     prompts = [learner.policy.encode(learner.policy.prompt_text(p.problem)) for p in mine]
     # By the model's name, not its position: a replay run of one model draws the samples it drew when
     # co-trained with the same seed (and process count).
+    if round_ == 0:
+        rollout_seed = derive(seed, "rollout", step, learner.name, world.rank)
+    else:
+        rollout_seed = derive(seed, "resample_rollout", step, round_, learner.name, world.rank)
     t0 = time.perf_counter()
-    samples = (
-        learner.rollout.generate(prompts, n, seed=derive(seed, "rollout", step, learner.name, world.rank))
-        if mine
-        else []
-    )
+    samples = learner.rollout.generate(prompts, n, seed=rollout_seed) if mine else []
     t1 = time.perf_counter()
     grades = grader.grade([s.text for group in samples for s in group], [p.answer for p in mine for _ in range(n)])
     timings = {"rollout_s": t1 - t0, "reward_s": time.perf_counter() - t1}
@@ -85,10 +85,12 @@ def rollout_step(
     grader: Grader,
     scoring: ScoringSettings,
     world: World,
+    round_: int = 0,
 ) -> tuple[StepRecords, dict]:
     """The learner's step records (GRPO advantages on its own groups, Eq. 1) and its rollout metrics; with the
-    learner's ``recompute_old_logprobs``, also the training forward's log-probs of the sampled tokens."""
-    samples, grades, timings = _sample_and_grade(learner, step, batch, n, seed, grader, world)
+    learner's ``recompute_old_logprobs``, also the training forward's log-probs of the sampled tokens.
+    ``round_``: dynamic sampling's extra draw of the step (0: the step's batch)."""
+    samples, grades, timings = _sample_and_grade(learner, step, batch, n, seed, grader, world, round_)
     rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), n)
     records = StepRecords(
         model=learner.name,
@@ -116,5 +118,54 @@ def rollout_step(
         "truncated_frac": float(np.mean([s.truncated for group in samples for s in group])),
         "grader_timeouts": grades.timeouts,
         "unparsed": grades.unparsed,
+        "rollouts": len(batch) * n,
     }
     return records, info
+
+
+def dynamic_rollout_step(
+    learner: Learner,
+    step: int,
+    draw,
+    *,
+    target: int,
+    rounds: int,
+    n: int,
+    seed: int,
+    grader: Grader,
+    scoring: ScoringSettings,
+    world: World,
+) -> tuple[StepRecords, dict, list[Problem]]:
+    """DAPO's dynamic sampling: roll out ``draw(0)`` (the step's batch), keep the groups with reward variance
+    (0 < k < n), and roll out ``draw(1)``, ``draw(2)``... until ``target`` such groups are kept or ``rounds``
+    extra draws were made; the first ``target`` kept groups, in draw order, make the step. When none is kept the
+    step's own batch stays (every advantage 0: no gradient), so a step never has nothing to train on.
+
+    Returns the kept records, the metrics of the whole step (``rollouts`` counts every response sampled,
+    ``ds_rounds`` the extra draws, ``ds_groups`` the informative groups kept) and the kept problems."""
+    parts, problems, infos, kept = [], [], [], 0
+    first: tuple[StepRecords, list[Problem]] | None = None
+    for round_ in range(rounds + 1):
+        batch = draw(round_)
+        records, info = rollout_step(
+            learner, step, batch, n=n, seed=seed, grader=grader, scoring=scoring, world=world, round_=round_
+        )
+        infos.append(info)
+        if first is None:
+            first = (records, batch)
+        k = success_counts(records.rewards)
+        useful = [g for g in range(len(batch)) if 0 < int(k[g]) < n][: target - kept]
+        if useful:
+            parts.append(records.take(useful))
+            problems += [batch[g] for g in useful]
+            kept += len(useful)
+        if kept >= target:
+            break
+    info = dict(infos[0])  # the step's own batch: reward_mean, all_fail_frac, ... as without dynamic sampling
+    for name in ("rollout_s", "reward_s", "recompute_s", "rollouts"):
+        if name in info:
+            info[name] = sum(i[name] for i in infos)
+    info.update(ds_rounds=len(infos) - 1, ds_groups=kept)
+    if not parts:
+        return first[0], info, first[1]
+    return StepRecords.concat(parts), info, problems

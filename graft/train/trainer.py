@@ -33,7 +33,7 @@ from graft.train.learner import Learner, make_learner
 from graft.train.lock import RunLock
 from graft.train.peers import ArchivePeer, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
-from graft.train.sampling import grade_in_shares, rollout_step
+from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
 from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
 
 
@@ -72,18 +72,21 @@ class Trainer:
         """One step of Algorithm 1 for every model of the run; returns one metrics row per model."""
         t_step = time.perf_counter()
         batch = self._batch(step)
-        records, infos = {}, {}
+        records, infos, batches = {}, {}, {}
+        rollout = dict(n=self.method.n, seed=self.req.seed, grader=self.grader, scoring=self.scoring, world=self.world)
         for learner in self.learners:
-            records[learner.name], infos[learner.name] = rollout_step(
-                learner,
-                step,
-                batch,
-                n=self.method.n,
-                seed=self.req.seed,
-                grader=self.grader,
-                scoring=self.scoring,
-                world=self.world,
-            )
+            batches[learner.name] = batch
+            if self.method.dynamic_sampling:
+                records[learner.name], infos[learner.name], batches[learner.name] = dynamic_rollout_step(
+                    learner,
+                    step,
+                    lambda round_: batch if round_ == 0 else self._resample(step, round_),
+                    target=len(batch),
+                    rounds=self.method.resample_rounds,
+                    **rollout,
+                )
+            else:
+                records[learner.name], infos[learner.name] = rollout_step(learner, step, batch, **rollout)
             if self.world.is_main:
                 write_step(records[learner.name], self.run_dir.trajectories(learner.name))
             learner.capability.update(infos[learner.name]["reward_mean"])
@@ -98,7 +101,9 @@ class Trainer:
                 own_peer = capability_ratio(learner.capability.value, view.capability)
                 peer_own = capability_ratio(view.capability, learner.capability.value)
             t0 = time.perf_counter()
-            groups, exchange_info = self._receive(learner, step, batch, records[learner.name], view, own_peer)
+            groups, exchange_info = self._receive(
+                learner, step, batches[learner.name], records[learner.name], view, own_peer
+            )
             info["scoring_s"] = time.perf_counter() - t0
             info.update(exchange_info)
             t0 = time.perf_counter()
@@ -120,6 +125,13 @@ class Trainer:
         if missing:
             raise ConfigError(f"--peer-archive: step {step} names problem {missing[0]!r}, which data.train lacks")
         return [by_id[i] for i in ids]
+
+    def _resample(self, step: int, round_: int) -> list[Problem]:
+        """Dynamic sampling's ``round_``-th extra draw of a step: a fresh seeded batch of the same size (it may
+        repeat prompts of the step's batch, as drawing from the next batches of the data loader would)."""
+        size, total = self.cfg.train.prompts_per_step, len(self.problems)
+        order = torch.randperm(total, generator=generator(self.req.seed, "resample", step, round_)).tolist()
+        return [self.problems[i] for i in order[:size]]
 
     def _receive(
         self,

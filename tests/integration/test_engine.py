@@ -198,6 +198,27 @@ def test_every_method_cuts_a_retokenized_peer_response_to_the_receivers_limit(fo
     assert whole.truncated == 0
 
 
+def test_dynamic_sampling_trains_on_informative_groups_and_counts_its_rollouts(forced_world, tmp_path):
+    out = tmp_path / "ds"
+    trainer = run(forced_world, out, method="grpo_n8_ds", models="A", steps=2)
+    trainer.run(log=lambda _: None)
+    rows = metrics(out)
+    size, n, cap = trainer.cfg.train.prompts_per_step, 8, get_method("grpo_n8_ds").resample_rounds
+    for row in rows:
+        assert 0 <= row["ds_rounds"] <= cap and row["rollouts"] == n * size * (row["ds_rounds"] + 1)
+        assert row["ds_groups"] <= size
+        # it stops drawing as soon as the batch is full, and draws until the cap otherwise
+        assert (row["ds_groups"] == size) or (row["ds_rounds"] == cap)
+        rec = read_step(out / "trajectories" / "A", row["step"])
+        k = success_counts(rec.rewards)
+        if row["ds_groups"]:
+            assert len(rec.prompt_ids) == row["ds_groups"] and bool(((k > 0) & (k < n)).all())
+    plain = tmp_path / "plain"
+    run(forced_world, plain, method="grpo_n8", models="A", steps=1).run(log=lambda _: None)
+    first = metrics(plain)[0]
+    assert first["rollouts"] == n * size and first["reward_mean"] == rows[0]["reward_mean"]  # round 0 = the batch
+
+
 def test_archive_replay_reproduces_the_live_runs_receiver(forced_world, tmp_path):
     live = tmp_path / "live"
     run(forced_world, live, method="graft_complementary_unbalanced", steps=2).run(log=lambda _: None)

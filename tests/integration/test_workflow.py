@@ -74,6 +74,7 @@ def smoke(tmp_path_factory):
 
 def test_smoke_workflow_writes_every_table_and_figure(smoke):
     names = ("table1", "table4", "table2_ablations", "table_stored", "table_selection", "table_clipping", "table_passk")
+    names += ("table_cost",)
     for name in names:
         for ext in ("md", "csv", "tex"):
             assert (smoke / "report" / "tables" / f"{name}.{ext}").stat().st_size > 0
@@ -97,6 +98,8 @@ def test_smoke_workflow_reevaluates_each_selected_checkpoint_with_fresh_seeds(sm
     table1 = (smoke / "report" / "tables" / "table1.md").read_text()
     assert "mean of 2 re-evaluations" in table1 and "first training run" in table1
     assert "Table 4" in (smoke / "report" / "tables" / "table4.md").read_text()
+    cost = (smoke / "report" / "tables" / "table_cost.csv").read_text()
+    assert "GRPO (n=8) + DS" in cost and "50.8" in cost
 
 
 def test_html_report_holds_every_table_and_figure_with_its_caption(smoke, tmp_path):
@@ -175,7 +178,7 @@ def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
     shutil.rmtree(smoke / "eval" / "graft" / "P1" / "seed0")
     shutil.rmtree(smoke / "report")
     counts = job_counts(smk(smoke, "all", "--dry-run"))
-    assert counts == {"train": 1, "evaluate_run": 1, "report": 1, "all": 1}
+    assert counts == {"train": 1, "evaluate_run": 1, "reevaluate_selected": 1, "report": 1, "all": 1}
     smk(smoke, "all")
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [(m["step"], m["model"]) for m in metrics] == [(s, m) for s in range(2) for m in ("smol", "qwen")]
@@ -234,9 +237,10 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
 def test_paper_config_dry_run_through_the_slurm_profile():
     out = run(tool("snakemake"), "all", "--profile", "slurm", "--dry-run", check=True)
     counts = job_counts(out)
-    # 3 models x (grpo_n8 x 3 seeds + n16 + n32), 3 pairs x (graft x 3 seeds + hacpo + sgt + 2 replays),
-    # 16 ablations on pair 1
-    assert counts["train"] == 3 * 5 + 3 * 7 + 16
+    # 3 models x (grpo_n8 x 3 seeds + n16 + n32 + n8 with dynamic sampling), 3 pairs x (graft x 3 seeds + hacpo
+    # + sgt + 2 replays), 17 ablations on pair 1; each cell's selected checkpoints re-evaluated in one job
+    assert counts["train"] == 3 * 6 + 3 * 7 + 17
+    assert counts["reevaluate_selected"] == counts["train"]
     assert counts["fetch_model"] == 3
     assert counts["report"] == 1
 

@@ -38,8 +38,9 @@ def test_paper_config_matches_the_papers_settings():
     assert (t.max_prompt_tokens, t.max_response_tokens, t.temperature, t.top_p) == (2048, 4096, 1.0, 1.0)
     assert (cfg.eval.k, cfg.eval.temperature, cfg.eval.top_p) == (8, 0.6, 0.95)
     assert cfg.pairs == {"P1": ["smollm3", "qwen3"], "P2": ["qwen3", "octothinker"], "P3": ["smollm3", "octothinker"]}
-    # 3 models x (3 + 1 + 1) GRPO, 3 pairs x (3 GRAFT + HACPO + SGT + 2 replays), 17 ablations
-    assert len(training_cells(cfg)) == 15 + 21 + 17
+    # 3 models x (3 + 1 + 1 + 1) GRPO (n=8 x 3 seeds, n=16, n=32, n=8 + DS), 3 pairs x (3 GRAFT + HACPO + SGT + 2
+    # replays), 17 ablations
+    assert len(training_cells(cfg)) == 18 + 21 + 17
 
 
 def test_baseline_models_and_pairs_limit_only_the_baselines():
@@ -114,7 +115,7 @@ def test_bad_config_files(tmp_path, capsys):
 def test_plan_command(capsys):
     assert main(["plan", "--config", "config/paper.yaml"]) == 0
     out = capsys.readouterr().out
-    assert "53 training cells" in out and "estimated training GPU-hours" in out
+    assert "56 training cells" in out and "estimated training GPU-hours" in out
     assert "then evaluated 5 more times" in out
     suffix = "Let's think step by step and output the final answer within \\\\boxed{}."
     for model in ("smollm3", "qwen3", "octothinker"):

@@ -26,6 +26,7 @@ EXPECTED = {
     "grpo_n8": {},
     "grpo_n16": {"n": 16},
     "grpo_n32": {"n": 32},
+    "grpo_n8_ds": {"dynamic_sampling": True},
     "graft": GRAFT,
     "hacpo": {"peer": "live", "select": "all", **HACPO_UPDATE},
     "sgt": {"peer": "live", "select": "any_success", **SGT_UPDATE},
@@ -83,7 +84,7 @@ def test_paper_defaults():
 
 def test_every_table_row_has_a_label():
     tables = {p.table for p in PRESETS.values()}
-    assert tables == {"1", "2a", "2b", "F", "stored"}
+    assert tables == {"1", "2a", "2b", "F", "stored", "5"}
     assert len({p.label for p in PRESETS.values()}) == len(PRESETS)
 
 
