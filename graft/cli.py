@@ -14,6 +14,7 @@ import yaml
 from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
 from graft.methods import PRESETS, get_method, resolve_all
+from graft.numerics import check_mode
 from graft.progress import Progress
 from graft.results import ResultsTree, RunDir, write_text
 
@@ -379,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_mode()
         return args.func(args)
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)

@@ -24,6 +24,7 @@ from graft.engine.distributed import SINGLE, World
 from graft.engine.reward import Grader
 from graft.engine.scoring import ScoringSettings
 from graft.errors import ConfigError
+from graft.numerics import numerics_record
 from graft.results import RunDir, write_text
 from graft.seeding import generator
 from graft.tracking import Tracker, check_backends
@@ -247,7 +248,9 @@ class Trainer:
         if main:  # what a previous run wrote for the steps to come is redone
             checkpoint.trim_after(run, self.start_step, self.req.models)
         if main:
-            run.run_json.write_text(json.dumps(meta, indent=2) + "\n")
+            # what decides the CPU float bits (graft.numerics), beside what decides the run
+            record = {**meta, "numerics": numerics_record()}
+            run.run_json.write_text(json.dumps(record, indent=2) + "\n")
         every = self.cfg.train.checkpoint_every
         dtypes = {learner.name: self.cfg.models[learner.name].dtype for learner in self.learners}
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
