@@ -1,6 +1,7 @@
 """Check that two results trees of the same config hold the same training metrics and evaluations.
 
-Timings (step times, GPU-hours) and paths differ between runs and are left out; everything else must be equal.
+Timings (step times, GPU-hours, the cost table) and paths differ between runs and are left out; everything else
+must be equal.
 With --everything, also the report's tables (CSV, cell by cell), the trajectory archives and the checkpoint and
 toy-model weights (byte for byte): what a refactoring that promises unchanged results must keep.
 Usage: python .ci/compare_results.py [--everything] A B
@@ -24,8 +25,9 @@ def metrics(root: Path) -> dict[str, list[dict]]:
 
 
 def evaluations(root: Path) -> dict[str, dict]:
+    """Checkpoint evaluations and the re-evaluations of selected checkpoints."""
     out = {}
-    for path in sorted(root.glob("eval/**/step_*.json")):
+    for path in sorted([*root.glob("eval/**/step_*.json"), *root.glob("eval_selected/**/run_*.json")]):
         data = json.loads(path.read_text())
         data.pop("checkpoint")
         out[str(path.relative_to(root))] = data
@@ -33,9 +35,11 @@ def evaluations(root: Path) -> dict[str, dict]:
 
 
 def tables(root: Path) -> dict[str, list[list[str]]]:
+    # the cost table holds hours measured by the clock
     return {
         str(p.relative_to(root)): list(csv.reader(p.read_text().splitlines()))
         for p in sorted(root.glob("report/tables/*.csv"))
+        if p.stem != "table_cost"
     }
 
 
