@@ -97,7 +97,8 @@ def describe(cfg: RunConfig, source: str) -> str:
             if runs
             else "selected checkpoints scored by the evaluation that selected them (eval.selection_runs: 0)"
         )
-        lines.append(f"evaluation: {cfg.eval.k} samples per problem; {again}")
+        samples = f"{cfg.eval.k} sample{'s' * (cfg.eval.k != 1)}"
+        lines.append(f"evaluation: {samples} per problem; {again}")
         lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     hours = estimate_gpu_hours(cfg, cells)
