@@ -31,6 +31,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from graft.engine import deepspeed_engine
 from graft.engine.distributed import World, enable_gradient_checkpointing, shard_model
 from graft.engine.policy import Policy, response_logprobs
+from graft.engine.prompts import PromptFormat
 from graft.engine.rollout import HFRollout
 from graft.methods import get_method
 from graft.train.exchange import Row
@@ -126,7 +127,7 @@ def rollout_phase(cfg, directory: Path, world: World, results: dict):
         backend = "vllm"
     else:
         model = Qwen3ForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to(world.device).eval()
-        policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), "")
+        policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), PromptFormat(""))
         engine = HFRollout(policy, cfg.response_tokens, batch_size=cfg.hf_prompts * cfg.hf_n)
         prompts, n = random_prompts(cfg, cfg.hf_prompts, world.rank), cfg.hf_n
         backend = "hf generate"
@@ -170,7 +171,7 @@ def training_phase(cfg, directory: Path, world: World, results: dict, engine: st
     compute = torch.bfloat16 if world.device.type == "cuda" else torch.float32
     if engine == "fsdp2":
         shard_model(model, world, compute)
-    policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), "")
+    policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), PromptFormat(""))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     if engine == "deepspeed":
         optimizer = deepspeed_engine.wrap(model, optimizer, deepspeed_engine.engine_config(1.0, 3, compute))

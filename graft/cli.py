@@ -129,6 +129,14 @@ def _cmd_complementarity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _training_run(path: Path) -> RunDir:
+    """``--run``: a training run's directory, refused with one line when it holds no run.json."""
+    run = RunDir(path)
+    if not run.run_json.is_file():
+        raise ConfigError(f"--run: {str(path)!r} is not a training run (no run.json)")
+    return run
+
+
 def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, Path]]:
     """(model, checkpoint, result file) for ``--checkpoint`` or for every checkpoint of ``--run``."""
     from graft.engine.policy import check_model_dir
@@ -143,9 +151,7 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
     else:
         if args.out_dir is None:
             raise ConfigError("--out-dir: required with --run")
-        run = RunDir(args.run)
-        if not run.run_json.is_file():
-            raise ConfigError(f"--run: {str(args.run)!r} is not a training run (no run.json)")
+        run = _training_run(args.run)
         models = [args.model] if args.model else json.loads(run.run_json.read_text())["models"]
         jobs = run_jobs(run, models, args.out_dir)
         for model in models:
@@ -183,9 +189,7 @@ def _cmd_reevaluate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if config.eval is None:
         raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
-    run = RunDir(args.run)
-    if not run.run_json.is_file():
-        raise ConfigError(f"--run: {str(args.run)!r} is not a training run (no run.json)")
+    run = _training_run(args.run)
     if not args.evals.is_dir():
         raise ConfigError(f"--evals: no such directory {str(args.evals)!r} (the run's checkpoint evaluations)")
     _set_threads(args.threads)

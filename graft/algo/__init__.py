@@ -18,7 +18,6 @@ from graft.algo.objectives import (
     clipped_token_objective,
     luffy_objective,
     luffy_shaping,
-    peer_sequence_ratio_objective,
     sequence_ratio_objective,
     sgt_nll,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "luffy_shaping",
     "mean_token_logprob",
     "minibatch_order",
-    "peer_sequence_ratio_objective",
     "pooled_advantages",
     "random_admission",
     "random_prompt_selection",

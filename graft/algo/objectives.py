@@ -14,6 +14,7 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -132,7 +133,7 @@ def sequence_ratio_objective(
     *,
     is_peer: torch.Tensor | None = None,
     dual_clip: float | None = None,
-    rows: torch.Tensor | None = None,
+    peer_only: bool = False,
 ) -> tuple[torch.Tensor, Stats]:
     """The "w/o token-level ratio" ablation (paper Table 2a): Eq. 10 with one ratio per response.
 
@@ -142,40 +143,22 @@ def sequence_ratio_objective(
     comparable across the receiver's responses of different lengths. Everything else (clip range, weights,
     token-mean) stays as in Eq. 10, so only the ratio's granularity changes.
 
-    ``rows``: bool [B], the responses that take the sequence ratio (the others keep Eq. 9's token ratio); None:
-    every response, own and peer alike (preset ``graft_seq_ratio``). The second reading of the ablation, a
-    sequence ratio on peer responses only, passes ``rows = is_peer`` (preset ``graft_seq_ratio_peer``). Other
-    arguments as in ``clipped_token_objective``.
+    ``peer_only``: the second reading of the ablation (preset ``graft_seq_ratio_peer``): only the responses that
+    ``is_peer`` marks take the sequence ratio, own ones keep Eq. 9's token ratio; False: every response, own and
+    peer alike (preset ``graft_seq_ratio``). Other arguments as in ``clipped_token_objective``.
     """
     logp, old_logp = _masked(logp, old_logp, mask)
     keep = mask.bool()
     token_log_ratio = logp - old_logp
     seq_log_ratio = token_log_ratio.sum(dim=-1) / keep.sum(dim=-1).clamp(min=1).to(logp.dtype)
     log_ratio = seq_log_ratio.unsqueeze(-1).expand_as(logp)
-    if rows is not None:
-        log_ratio = torch.where(rows.bool().unsqueeze(-1), log_ratio, token_log_ratio)
+    if peer_only:
+        if is_peer is None:
+            raise ValueError("peer_only needs is_peer")
+        log_ratio = torch.where(is_peer.bool().unsqueeze(-1), log_ratio, token_log_ratio)
     adv = advantages.detach().unsqueeze(-1)
     per_token, clipped = clipped_surrogate(torch.exp(log_ratio), adv, eps_low, eps_high, dual_clip)
     return _weighted_token_mean(per_token, clipped, weights.detach(), mask, is_peer)
-
-
-def peer_sequence_ratio_objective(
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    weights: torch.Tensor,
-    mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
-    *,
-    is_peer: torch.Tensor,
-    dual_clip: float | None = None,
-) -> tuple[torch.Tensor, Stats]:
-    """The second reading of "w/o token-level ratio": the sequence ratio on peer responses only, own responses
-    keeping Eq. 9's token ratio (``sequence_ratio_objective`` with ``rows = is_peer``)."""
-    return sequence_ratio_objective(
-        logp, old_logp, advantages, weights, mask, eps_low, eps_high, is_peer=is_peer, dual_clip=dual_clip, rows=is_peer
-    )
 
 
 def luffy_shaping(prob: torch.Tensor, gamma: float = 0.1) -> torch.Tensor:
@@ -232,6 +215,6 @@ RatioObjective = Callable[..., tuple[torch.Tensor, Stats]]
 RATIO_OBJECTIVES: dict[str, RatioObjective] = {
     "token": clipped_token_objective,
     "sequence": sequence_ratio_objective,
-    "sequence_peer": peer_sequence_ratio_objective,
+    "sequence_peer": functools.partial(sequence_ratio_objective, peer_only=True),
 }
 """Eq. 10 by ratio granularity, keyed by the method record's ``ratio`` switch."""

@@ -24,23 +24,21 @@ class Policy:
     name: str
     model: torch.nn.Module
     tokenizer: object
-    template: str
-    chat: bool = False
-    """The template fills one user message of the chat template (graft.engine.prompts)."""
-    chat_template: str | None = None
-    """Jinja text in place of the tokenizer's chat template."""
-
-    @property
-    def prompt_format(self) -> PromptFormat:
-        return PromptFormat(self.template, self.chat, self.chat_template)
+    prompt: PromptFormat
+    """How a problem becomes this model's prompt (graft.engine.prompts)."""
 
     def prompt_text(self, problem: str) -> str:
         """The prompt string for a problem; the same text is used when re-tokenizing a peer's response."""
-        return self.prompt_format.render(self.tokenizer, problem)
+        return self.prompt.render(self.tokenizer, problem)
+
+    @property
+    def add_special_tokens(self) -> bool:
+        """Whether encoding adds the tokenizer's special tokens: not for a chat prompt, whose template writes its
+        own (BOS and turn markers)."""
+        return not self.prompt.chat
 
     def encode(self, text: str) -> list[int]:
-        # a chat template writes its own special tokens (BOS and turn markers)
-        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
+        return self.tokenizer(text, add_special_tokens=self.add_special_tokens)["input_ids"]
 
     @property
     def stop_token_ids(self) -> list[int]:
@@ -92,7 +90,7 @@ def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtyp
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     fmt = prompt_format(spec)
     fmt.check(name, tokenizer, str(where))
-    return Policy(name, model, tokenizer, fmt.template, fmt.chat, fmt.chat_template)
+    return Policy(name, model, tokenizer, fmt)
 
 
 def prompt_format(spec: ModelSpec) -> PromptFormat:

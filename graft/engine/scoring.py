@@ -39,7 +39,7 @@ def retokenize(policy: Policy, prompt_text: str, response: str, generated_eos: b
     """
     tok = policy.tokenizer
     boundary = len(prompt_text)
-    enc = tok(prompt_text + response, add_special_tokens=not policy.chat, return_offsets_mapping=True)
+    enc = tok(prompt_text + response, add_special_tokens=policy.add_special_tokens, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     split = len(ids)
     for i, (start, end) in enumerate(offsets):

@@ -21,27 +21,14 @@ from graft.seeding import derive
 def selected_step(eval_dir: Path, model: str, rule: str) -> tuple[int, float | None]:
     """(step, selecting score) of ``model``'s checkpoint under ``rule`` among its evaluations in ``eval_dir``; the
     rule is graft.report.stats.select's, so the report and the re-evaluation pick the same checkpoint."""
-    import pandas as pd
-
-    from graft.report.load import AVERAGE, VALIDATION
+    from graft.report.load import AVERAGE, VALIDATION, evaluation_frames
     from graft.report.stats import checkpoint_scores, select
 
-    rows = []
-    for path in sorted((eval_dir / model).glob("step_*.json")):
-        if parse_step(path.name) is None:
-            continue
-        data = json.loads(path.read_text())
-        entries = {AVERAGE: data["average"]}
-        if VALIDATION in data:
-            entries[VALIDATION] = data[VALIDATION]["pass@1"]
-        for name, value in entries.items():
-            rows.append(
-                {"method": "", "cell": "", "seed": 0, "model": model, "step": int(data["step"]), "benchmark": name}
-                | {"score": 100.0 * value}
-            )
-    if not rows:
+    files = [p for p in sorted((eval_dir / model).glob("step_*.json")) if parse_step(p.name) is not None]
+    if not files:
         raise ConfigError(f"--evals: {str(eval_dir)!r} holds no evaluations of model {model!r}")
-    chosen = select(checkpoint_scores(pd.DataFrame(rows)), rule)
+    _, scores = evaluation_frames(("", "", 0, model, 0, path) for path in files)
+    chosen = select(checkpoint_scores(scores), rule)
     if chosen.empty:
         raise ConfigError(f"report.selection: {rule!r} selects nothing in {str(eval_dir)!r} (no validation scores?)")
     row = chosen.iloc[0]

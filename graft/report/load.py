@@ -44,41 +44,39 @@ def _sets(data: dict) -> dict[str, dict]:
     return sets
 
 
-def _evaluation_rows(
-    files, samples: dict[str, list], scores: dict[str, list], with_run: bool
-) -> tuple[dict[str, list], dict[str, list]]:
+SAMPLE_COLUMNS = [*RUN, "step", "benchmark", "problem", "sample", "correct"]
+
+
+def evaluation_frames(files, runs: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(samples, scores) of evaluation JSONs; ``files`` yields (method, cell, seed, model, run, path). With
+    ``runs`` (re-evaluations) scores get a ``run`` column and run r's sample i is numbered r * k + i."""
+    samples: dict[str, list] = {c: [] for c in SAMPLE_COLUMNS}
+    scores: dict[str, list] = {c: [] for c in [*RUN, "step", *(["run"] if runs else []), "benchmark", "score"]}
     for *names, run, path in files:
         data = json.loads(path.read_text())
         key = (*names, int(data["step"]))
-        extra = (run,) if with_run else ()
+        extra = (run,) if runs else ()
         entries = [(name, s["pass@1"]) for name, s in _sets(data).items()] + [(AVERAGE, data["average"])]
         for name, value in entries:
             for column, v in zip(scores, (*key, *extra, name, 100.0 * value), strict=True):
                 scores[column].append(v)
-        offset = run * int(data.get("k", 0)) if with_run else 0
+        offset = run * int(data.get("k", 0)) if runs else 0
         for name, s in _sets(data).items():
             for problem, values in s.get("per_problem", {}).items():
                 for i, correct in enumerate(values):
                     for column, v in zip(samples, (*key, name, problem, offset + i, int(correct)), strict=True):
                         samples[column].append(v)
-    return samples, scores
+    return pd.DataFrame(samples), pd.DataFrame(scores)
 
 
 def load_evaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(samples, scores) of every evaluation JSON under ``results/eval``."""
-    samples: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "problem", "sample", "correct"]}
-    scores: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "score"]}
-    files = ((*names, 0, path) for *names, path in ResultsTree(results).eval_files())
-    samples, scores = _evaluation_rows(files, samples, scores, with_run=False)
-    return pd.DataFrame(samples), pd.DataFrame(scores)
+    return evaluation_frames((*names, 0, path) for *names, path in ResultsTree(results).eval_files())
 
 
 def load_reevaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(samples, scores) of every re-evaluation of a selected checkpoint under ``results/eval_selected``."""
-    samples: dict[str, list] = {c: [] for c in [*RUN, "step", "benchmark", "problem", "sample", "correct"]}
-    scores: dict[str, list] = {c: [] for c in [*RUN, "step", "run", "benchmark", "score"]}
-    samples, scores = _evaluation_rows(ResultsTree(results).selected_eval_files(), samples, scores, with_run=True)
-    return pd.DataFrame(samples), pd.DataFrame(scores)
+    return evaluation_frames(ResultsTree(results).selected_eval_files(), runs=True)
 
 
 def load_metrics(results: Path) -> pd.DataFrame:

@@ -127,11 +127,16 @@ MAIN_METHODS = ("grpo_n8", "graft")
 """The cells every main seed trains; the others train ``other_seeds``."""
 
 
+def _first_seed(ctx: ReportContext, method: str) -> int:
+    """The seed of a method's first training run: the first main seed for GRPO n=8 and GRAFT, else the first
+    other seed."""
+    return (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
+
+
 def _first_run(ctx: ReportContext, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
     """One cell's first training run (the first seed it is trained with), as the paper's Table 1 shows it."""
-    seed = (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
     agg = ctx.cell(method, cell, model, column)
-    return SeedAggregate(agg.selected[agg.selected.seed == seed], column)
+    return SeedAggregate(agg.selected[agg.selected.seed == _first_seed(ctx, method)], column)
 
 
 def _pm_runs(cell: SeedAggregate) -> str | None:
@@ -220,22 +225,20 @@ def table4(ctx: ReportContext) -> Table:
 def table_passk(ctx: ReportContext) -> Table:
     """Unbiased pass@k (k = 1, 2, 4, 8 up to the samples per problem) of every evaluated cell at its selected
     checkpoints, averaged over benchmarks, then over the cell's seeds."""
-    from graft.eval.passk import PASS_K, pass_at_k
+    from graft.eval.passk import PASS_K, mean_pass_at_k
 
-    selected = ctx.selected()
     keys = [*RUN, "step"]
-    rows_in = ctx.samples.merge(selected[keys], on=keys)
+    rows_in = ctx.samples.merge(ctx.selected()[keys], on=keys)
     rows_in = rows_in[rows_in.benchmark != VALIDATION]
-    per_problem = rows_in.groupby([*keys, "benchmark", "problem"])["correct"].agg(["size", "sum"]).reset_index()
-    n = int(per_problem["size"].min()) if len(per_problem) else 0
-    ks = [k for k in PASS_K if k <= n]
-    for k in ks:
-        per_problem[f"pass@{k}"] = [
-            100.0 * pass_at_k(int(size), int(c), k)
-            for size, c in zip(per_problem["size"], per_problem["sum"], strict=True)
-        ]
+    grades = rows_in.groupby([*keys, "benchmark", "problem"])["correct"].agg(list)
+    n = min((len(g) for g in grades), default=0)
+    ks = tuple(k for k in PASS_K if k <= n)
+    per_benchmark = grades.groupby(level=[*keys, "benchmark"]).agg(lambda g: mean_pass_at_k(list(g), ks))
     columns = [f"pass@{k}" for k in ks]
-    per_run = per_problem.groupby([*keys, "benchmark"])[columns].mean().groupby(keys)[columns].mean().reset_index()
+    scores = pd.DataFrame(
+        [[100.0 * passk[str(k)] for k in ks] for passk in per_benchmark], index=per_benchmark.index, columns=columns
+    )
+    per_run = scores.groupby(level=keys).mean().reset_index()
     header = ["method", "cell", "model", "seeds", *columns]
     rows = []
     for (method, cell, model), group in per_run.groupby(["method", "cell", "model"], sort=True):
@@ -451,8 +454,7 @@ def table_cost(ctx: ReportContext) -> Table:
         steps, runs = {}, {}
         for model in (a, b):
             cell = _first_run(ctx, method, cells[model], model)
-            seed = (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
-            metrics = ctx.metrics(method, cells[model], [seed])
+            metrics = ctx.metrics(method, cells[model], [_first_seed(ctx, method)])
             if cell.mean is None or metrics.empty:
                 row += [None, None, None]
                 continue

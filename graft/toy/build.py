@@ -11,6 +11,7 @@ import torch
 
 from graft.config import ModelSpec, RunConfig
 from graft.engine.policy import Policy
+from graft.engine.prompts import PromptFormat
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
@@ -89,7 +90,7 @@ def build_toy_model(
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
     arch = ToyArch(spec.arch, spec.pre_tokenizer, spec.vocab_size, spec.hidden, spec.layers, spec.heads)
     model = build_model(arch, tokenizer, seed=seed)
-    policy = Policy(name, model, tokenizer, template)
+    policy = Policy(name, model, tokenizer, PromptFormat(template))
     losses = warm_up(policy, examples, spec.steps, spec.batch_size, spec.lr, seed, log=log)
     tmp = begin_dir(out)
     save(model, tokenizer, tmp)

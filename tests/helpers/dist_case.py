@@ -9,6 +9,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from graft.engine.policy import Policy, response_logprobs
+from graft.engine.prompts import PromptFormat
 from graft.methods import get_method
 from graft.train.exchange import Row
 
@@ -27,7 +28,7 @@ def build_case(method_name: str, rows: int = 11) -> tuple[Policy, list[Row], obj
         tie_word_embeddings=False,
     )
     model = Qwen3ForCausalLM(config).eval()
-    policy = Policy("case", model, SimpleNamespace(pad_token_id=0, eos_token_id=1), "{problem}")
+    policy = Policy("case", model, SimpleNamespace(pad_token_id=0, eos_token_id=1), PromptFormat())
     g = torch.Generator().manual_seed(1)
     prompts = [
         torch.randint(2, 64, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g).tolist() for _ in range(rows)

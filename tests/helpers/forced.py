@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from graft.engine.policy import Policy
+from graft.engine.prompts import PromptFormat
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.warmup import warm_up
 
@@ -38,5 +39,6 @@ def build_forced_model(directory: Path, arch: str, pre: str, vocab: int, which: 
     texts = [TEMPLATE.replace("{problem}", p) + s for p, s in _examples(0) + _examples(1)]
     tok = build_tokenizer(texts * 4, pre, vocab)
     model = build_model(ToyArch(arch, pre, vocab, hidden=32, layers=2, heads=2), tok, max_positions=64, seed=which)
-    warm_up(Policy("m", model, tok, TEMPLATE), _examples(which), steps=120, batch_size=16, lr=1e-2, seed=which)
+    policy = Policy("m", model, tok, PromptFormat(TEMPLATE))
+    warm_up(policy, _examples(which), steps=120, batch_size=16, lr=1e-2, seed=which)
     return save(model, tok, directory)

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from graft.algo import (
     clipped_token_objective,
     luffy_objective,
-    peer_sequence_ratio_objective,
     sequence_ratio_objective,
     sgt_nll,
 )
@@ -283,7 +282,7 @@ def test_sequence_ratio_on_peer_rows_only_keeps_the_token_ratio_for_own_rows():
     logp, old_logp, adv, w, mask = random_batch(5)
     w = torch.ones_like(w)
     is_peer = torch.tensor([True, False, True, False, False, True])
-    mixed, _ = peer_sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=is_peer)
+    mixed, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=is_peer, peer_only=True)
     # the same value from the two pure objectives, each on its own rows, re-weighted by token counts
     own, peer = ~is_peer, is_peer
     tok_own, _ = clipped_token_objective(logp[own], old_logp[own], adv[own], w[own], mask[own])
@@ -291,6 +290,7 @@ def test_sequence_ratio_on_peer_rows_only_keeps_the_token_ratio_for_own_rows():
     n_own, n_peer = mask[own].sum(), mask[peer].sum()
     expected = (tok_own * n_own + seq_peer * n_peer) / (n_own + n_peer)
     assert mixed.item() == pytest.approx(expected.item(), rel=1e-12)
-    every, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, rows=torch.ones(6, dtype=torch.bool))
+    all_peer = torch.ones(6, dtype=torch.bool)
+    every, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=all_peer, peer_only=True)
     plain, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask)
     assert every.item() == plain.item()
