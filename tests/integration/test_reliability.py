@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -98,16 +99,21 @@ def test_the_lock_is_exclusive_and_only_its_holder_releases_it(tmp_path):
 
 def test_two_concurrent_trainers_on_one_directory(forced_world, tmp_path):
     out = tmp_path / "run"
+    steps = 150  # about 20 s: the first still runs when the second, cold, has imported torch and looks
     cmd = [sys.executable, "-m", "graft.cli", "train", "--config", str(forced_world["config"]), "--method", "graft"]
-    cmd += ["--models", "A,B", "--seed", "0", "--out", str(out), "--steps", "3", "--threads", "1"]
-    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
-    codes = sorted(code for code, _ in results)
-    assert codes == [0, 2], results
-    refusal = next(err for code, err in results if code == 2)
-    assert "in use by a run on" in refusal and refusal.count("\n") == 1
-    steps = [(r["step"], r["model"]) for r in metrics(out)]
-    assert steps == [(s, m) for s in range(3) for m in "AB"]  # no interleaved or duplicated rows
+    cmd += ["--models", "A,B", "--seed", "0", "--out", str(out), "--steps", str(steps), "--threads", "1"]
+    first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ((out / LOCK_NAME).is_file() and (out / "metrics.jsonl").is_file()):  # the first holds it, mid-run
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else ""
+        time.sleep(0.05)
+    second = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert first.poll() is None, "the first trainer ended before the second looked: raise steps"
+    assert second.returncode == 2, second.stderr
+    assert "in use by a run on" in second.stderr and second.stderr.count("\n") == 1
+    assert first.wait(timeout=600) == 0, first.stderr.read()
+    rows = [(r["step"], r["model"]) for r in metrics(out)]
+    assert rows == [(s, m) for s in range(steps) for m in "AB"]  # no interleaved or duplicated rows
 
 
 @pytest.fixture(scope="module")
