@@ -13,14 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-TIMING = {"rollout_s", "reward_s", "scoring_s", "recompute_s", "update_s", "step_time_s", "gpu_hours"}
+from graft.results import TIMING_METRICS
 
 
 def metrics(root: Path) -> dict[str, list[dict]]:
     out = {}
     for path in sorted(root.glob("runs/*/*/seed*/metrics.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines() if line]
-        out[str(path.relative_to(root))] = [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
+        out[str(path.relative_to(root))] = [{k: v for k, v in r.items() if k not in TIMING_METRICS} for r in rows]
     return out
 
 

@@ -231,6 +231,34 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_digest(args: argparse.Namespace) -> int:
+    from graft import digest
+
+    method, cell, seed = args.cell
+    tree = ResultsTree(args.results)
+    if args.check is not None:
+        expected = digest.read_record(args.check)  # refused before hashing anything
+        found = digest.record(tree, method, cell, int(seed))
+        lines = digest.differences(expected, found)
+        for line in lines:
+            print(f"digest: {line}", file=sys.stderr)
+        if lines:
+            print(f"digest: {digest.settings_hint(expected, found)}", file=sys.stderr)
+            return 1
+        print(f"digest: {args.results} reproduces {args.check} (toy world and {method}/{cell}/seed{seed})")
+        return 0
+    write_text(args.write, json.dumps(digest.record(tree, method, cell, int(seed)), indent=1) + "\n")
+    _log_event("digest", out=str(args.write))
+    return 0
+
+
+def _cell_argument(text: str) -> tuple[str, str, str]:
+    parts = text.split("/")
+    if len(parts) != 3 or not parts[2].removeprefix("seed").isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not <method>/<cell>/seed<S>, e.g. grpo_n8/smol/seed0")
+    return parts[0], parts[1], parts[2].removeprefix("seed")
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     from graft.plan import describe
 
@@ -340,6 +368,21 @@ def _add_evaluation(sub) -> None:
     rep.add_argument("--results", type=Path, help="results tree (default: the config's results)")
     rep.add_argument("--out", type=Path, required=True, help="report directory")
     rep.set_defaults(func=_cmd_report)
+
+    dig = sub.add_parser(
+        "digest", help="fingerprint the toy world and one training cell, or check a results tree against one"
+    )
+    dig.add_argument("--results", type=Path, required=True, help="results tree (e.g. results/default)")
+    dig.add_argument(
+        "--cell",
+        type=_cell_argument,
+        default="grpo_n8/smol/seed0",
+        help="<method>/<cell>/seed<S> (default %(default)s)",
+    )
+    what = dig.add_mutually_exclusive_group(required=True)
+    what.add_argument("--write", type=Path, help="write the record here")
+    what.add_argument("--check", type=Path, help="compare with this record; exit 1 and name each difference")
+    dig.set_defaults(func=_cmd_digest)
 
 
 def _add_data(sub) -> None:

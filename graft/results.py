@@ -26,6 +26,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+TIMING_METRICS = frozenset(
+    {"rollout_s", "reward_s", "scoring_s", "recompute_s", "update_s", "step_time_s", "gpu_hours"}
+)
+"""The fields of a ``metrics.jsonl`` row that the clock measures: they differ between two runs of the same cell,
+everything else in the row must not."""
+
 _STEP = re.compile(r"step_(\d{5})(?:\.json|\.parquet)?")
 
 

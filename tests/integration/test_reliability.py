@@ -20,16 +20,15 @@ from graft.config import load_config
 from graft.data.records import read_step
 from graft.errors import ConfigError
 from graft.methods import get_method
+from graft.results import TIMING_METRICS
 from graft.train.lock import LOCK_NAME, RunLock
 from graft.train.request import TrainRequest
 from graft.train.trainer import Trainer
 
-TIMING_KEYS = {"rollout_s", "reward_s", "scoring_s", "update_s", "step_time_s", "gpu_hours"}
-
 
 def metrics(out):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+    return [{k: v for k, v in r.items() if k not in TIMING_METRICS} for r in rows]
 
 
 def train(world, out, steps=3, resume=False):
