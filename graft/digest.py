@@ -8,7 +8,7 @@ record and prints one line per difference: the file, what differs, the expected 
 its fresh clone against ``config/digests/default.json``; a user who reruns the miniature can run it too.
 
 What decides the digits is the CPU numerics pin (graft.numerics), the thread counts of the config and the
-library versions; the record keeps the first two and the check names them when it fails.
+library versions; the record keeps them and the check names those that differ when it fails.
 """
 
 from __future__ import annotations
@@ -21,6 +21,17 @@ from graft.errors import ConfigError
 from graft.results import TIMING_METRICS, ResultsTree
 
 FORMAT = 1
+VERSIONED = ("torch", "transformers", "tokenizers", "safetensors")
+"""The libraries whose versions can move the digits (kernels, tokenizer training, serialisation)."""
+
+
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 def _sha256(path: Path) -> str:
@@ -82,6 +93,7 @@ def record(tree: ResultsTree, method: str, cell: str, seed: int) -> dict:
     return {
         "format": FORMAT,
         "numerics": run_json.get("numerics", {}),
+        "versions": {name: _version(name) for name in VERSIONED},
         "toy": toy_world(tree),
         "cell": training_cell(tree, method, cell, seed),
     }
@@ -143,11 +155,14 @@ def differences(expected: dict, found: dict) -> list[str]:
 
 def settings_hint(expected: dict, found: dict) -> str:
     """What to look at when digits differ: the numerics of both sides where they differ, else the versions."""
-    want, got = _flat("", expected.get("numerics", {})), _flat("", found.get("numerics", {}))
-    differing = [k for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k) and k != "/cpu"]
+    sides = [
+        {"numerics": record.get("numerics", {}), "versions": record.get("versions", {})} for record in (expected, found)
+    ]
+    want, got = _flat("", sides[0]), _flat("", sides[1])
+    differing = [k for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k) and k != "/numerics/cpu"]
     if differing:
         shown = "; ".join(f"{k.lstrip('/')} here {got.get(k)!r}, recorded {want.get(k)!r}" for k in differing)
-        return f"numerics differ from the record's: {shown} (see graft/numerics.py, GRAFT_CPU_NUMERICS)"
+        return f"settings differ from the record's: {shown} (the pin: graft/numerics.py, GRAFT_CPU_NUMERICS)"
     return (
         "the numerics pin, threads and versions equal the record's: a code or dependency change moved the digits; "
         "if intended, rewrite the record with graft digest --write"

@@ -102,11 +102,14 @@ def test_an_evaluation_difference_shows_the_scores_and_data_and_tokenizer_change
 
 
 def test_the_hint_names_a_differing_numerics_setting_and_ignores_the_cpu_name():
-    found = {"numerics": {**NUMERICS, "cpu": "B"}}
-    assert "equal the record's" in digest.settings_hint({"numerics": NUMERICS}, found)
+    recorded = {"numerics": NUMERICS, "versions": {"torch": "2.13.0+cpu"}}
+    found = {"numerics": {**NUMERICS, "cpu": "B"}, "versions": {"torch": "2.13.0+cpu"}}
+    assert "equal the record's" in digest.settings_hint(recorded, found)
     found["numerics"] = {**NUMERICS, "environment": {"ATEN_CPU_CAPABILITY": None}, "mode": "native"}
-    hint = digest.settings_hint({"numerics": NUMERICS}, found)
-    assert "environment/ATEN_CPU_CAPABILITY here None, recorded 'avx2'" in hint and "mode here 'native'" in hint
+    found["versions"] = {"torch": "2.14.1"}
+    hint = digest.settings_hint(recorded, found)
+    assert "numerics/environment/ATEN_CPU_CAPABILITY here None, recorded 'avx2'" in hint
+    assert "numerics/mode here 'native'" in hint and "versions/torch here '2.14.1', recorded '2.13.0+cpu'" in hint
 
 
 def test_the_command_line_writes_checks_and_fails_with_the_differences(tmp_path, capsys):
