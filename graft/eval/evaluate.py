@@ -90,6 +90,7 @@ def vllm_evaluator(config: RunConfig, model: str, checkpoint: Path) -> RolloutBa
         spec.top_p,
         gpu_memory_utilization=0.85,
         colocated=False,
+        cpu_kv_cache_mib=config.scale.vllm_cpu_kv_cache_mib,
     )
 
 

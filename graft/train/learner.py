@@ -63,6 +63,7 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
             gpu_memory_utilization=scale.vllm_memory,
             colocated=True,
             device_index=world.device.index,
+            cpu_kv_cache_mib=scale.vllm_cpu_kv_cache_mib,
         )
         return engine, True
     if world.distributed:

@@ -37,13 +37,16 @@ def _sample_and_grade(
     mine = world.share(batch)
     prompts = [learner.policy.encode(learner.policy.prompt_text(p.problem)) for p in mine]
     # By the model's name, not its position: a replay run of one model draws the samples it drew when
-    # co-trained with the same seed (and process count).
+    # co-trained with the same seed (and process count). A backend with per-prompt seeds gets one seed for all
+    # processes and each prompt's position in the batch, so its samples do not depend on the process count.
+    rank = 0 if learner.rollout.per_prompt_seeds else world.rank
     if round_ == 0:
-        rollout_seed = derive(seed, "rollout", step, learner.name, world.rank)
+        rollout_seed = derive(seed, "rollout", step, learner.name, rank)
     else:
-        rollout_seed = derive(seed, "resample_rollout", step, round_, learner.name, world.rank)
+        rollout_seed = derive(seed, "resample_rollout", step, round_, learner.name, rank)
+    positions = world.share(range(len(batch)))  # the batch indices of this process's prompts
     t0 = time.perf_counter()
-    samples = learner.rollout.generate(prompts, n, seed=rollout_seed) if mine else []
+    samples = learner.rollout.generate(prompts, n, seed=rollout_seed, positions=positions) if mine else []
     t1 = time.perf_counter()
     grades = grader.grade([s.text for group in samples for s in group], [p.answer for p in mine for _ in range(n)])
     timings = {"rollout_s": t1 - t0, "reward_s": time.perf_counter() - t1}

