@@ -1,3 +1,5 @@
+import sys
+
 from snakemake.utils import min_version, validate
 
 min_version("8.0")
@@ -23,6 +25,19 @@ include: "rules/models.smk"
 include: "rules/train.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
+
+
+# Compute nodes of many clusters have no internet: downloads run where Snakemake runs (workflow.fetch_on_submit_host).
+if CFG.workflow.fetch_on_submit_host and not TOY:
+
+    localrules:
+        fetch_model,
+        fetch_dataset,
+
+
+onstart:
+    if workflow.executor_plugin.name == "slurm" and (problem := slurm_problem()):
+        sys.exit(problem)
 
 
 rule all:

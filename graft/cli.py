@@ -15,6 +15,7 @@ from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
 from graft.methods import PRESETS, get_method, resolve_all
 from graft.numerics import check_mode
+from graft.offline import go_offline
 from graft.progress import Progress
 from graft.results import ResultsTree, RunDir, write_text
 
@@ -428,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_mode()
+        go_offline(args.command)
         return args.func(args)
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)

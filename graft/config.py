@@ -227,6 +227,13 @@ class WorkflowSpec:
     (0.25 s per step each) get through more steps than one at a time at 2 threads (0.16 s per step)."""
     gpu_hours_per_step: float = 0.0
     """Estimated GPU-hours of one n=8 training step of one model, for ``graft plan`` (0 on the CPU default)."""
+    fetch_on_submit_host: bool = True
+    """Run the download rules (``fetch_model``, ``fetch_dataset``) on the machine that runs Snakemake
+    (``localrules``): on many clusters compute nodes have no internet. False: submit them like other jobs."""
+    hf_home: str | None = None
+    """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
+    ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
+    (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
 
 @dataclass(frozen=True)

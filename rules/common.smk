@@ -8,6 +8,7 @@ import yaml
 
 from graft.config import config_from_dict
 from graft.plan import checkpoint_steps, training_cells
+from graft.preflight import slurm_problem
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
 
@@ -129,3 +130,9 @@ def all_targets():
         *map(str, REPORT.tables),
         *map(str, REPORT.figures),
     ]
+
+
+def hf_home_prefix():
+    """``HF_HOME=...`` for the download rules when ``workflow.hf_home`` is set (their shell commands start
+    with it)."""
+    return f"HF_HOME={CFG.workflow.hf_home} " if CFG.workflow.hf_home else ""

@@ -37,5 +37,7 @@ else:
             f"{R}/logs/fetch/{{dataset}}.log",
         conda:
             "../envs/graft.yaml"
+        params:
+            hf_home=hf_home_prefix(),
         shell:
-            "graft fetch dataset --name {wildcards.dataset} --out {output} 2> {log}"
+            "{params.hf_home}graft fetch dataset --name {wildcards.dataset} --out {output} 2> {log}"

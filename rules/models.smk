@@ -46,6 +46,7 @@ else:
             "../envs/graft.yaml"
         params:
             hub_id=lambda wc: CFG.models[wc.model].hub_id,
+            hf_home=hf_home_prefix(),
         shell:
-            "graft fetch model --hub-id {params.hub_id} --out {output}"
+            "{params.hf_home}graft fetch model --hub-id {params.hub_id} --out {output}"
             " --config {input.config} --model {wildcards.model} 2> {log}"

@@ -257,3 +257,19 @@ def test_ruff_clean():
     assert check.returncode == 0, check.stdout
     fmt = run(tool("ruff"), "format", "--check", ".")
     assert fmt.returncode == 0, fmt.stdout
+
+
+def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp_path):
+    """What a user without Slurm meets: one line naming the missing tools and the local command, no job run."""
+    tools = tmp_path / "bin"  # a PATH with what Snakemake needs, and no sbatch or sacct
+    tools.mkdir()
+    for name in ("bash", "sh", "env", "which", "python3"):
+        (tools / name).symlink_to(shutil.which(name))
+    results = tmp_path / "results"
+    cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
+    cmd += ["--config", f"results={results}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PATH": f"{BIN}:{tools}"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("--profile slurm: no sbatch or sacct on this machine's PATH") and "--cores N" in last
+    assert sorted(p.name for p in results.iterdir()) == ["config.yaml"]  # the config snapshot, no job output
