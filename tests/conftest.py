@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from helpers.forced import FORCED, TEMPLATE, build_forced_model
+from helpers.forced import build_forced_model, forced_config, write_forced_problems
 
 
 @pytest.fixture(scope="session")
@@ -18,24 +17,8 @@ def forced_world(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("forced")
     a = build_forced_model(root / "A", "qwen3", "chars", 258, 0)
     b = build_forced_model(root / "B", "gpt2", "gpt2_regex", 300, 1)
-    data = root / "train.jsonl"
-    data.write_text("".join(json.dumps({"id": k, "problem": v[0], "answer": v[1]}) + "\n" for k, v in FORCED.items()))
-    config = {
-        "results": str(root / "results"),
-        "models": {"A": {"path": str(a), "template": TEMPLATE}, "B": {"path": str(b), "template": TEMPLATE}},
-        "data": {"train": str(data)},
-        "train": {
-            "steps": 3,
-            "prompts_per_step": 4,
-            "minibatches": 2,
-            "lr": 1e-4,
-            "max_prompt_tokens": 64,
-            "max_response_tokens": 16,
-            "checkpoint_every": 2,
-        },
-        "reward": {"kind": "toy"},
-        "pairs": {"P": ["A", "B"]},
-    }
+    data = write_forced_problems(root / "train.jsonl")
+    config = forced_config(root, a, b, data)
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return {"root": root, "A": a, "B": b, "config": path, "data": data}

@@ -4,6 +4,7 @@ occur."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from graft.engine.policy import Policy
@@ -46,3 +47,32 @@ def build_forced_model(
     policy = Policy("m", model, tok, PromptFormat(TEMPLATE))
     warm_up(policy, _examples(which), steps=120, batch_size=16, lr=1e-2, seed=which)
     return save(model, tok, directory)
+
+
+def write_forced_problems(path: Path) -> Path:
+    """The forced problems as a JSON Lines prompt file (``id``, ``problem``, ``answer``)."""
+    rows = ({"id": k, "problem": v[0], "answer": v[1]} for k, v in FORCED.items())
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def forced_config(root: Path, a: Path, b: Path, data: Path, **sections) -> dict:
+    """The forced world's config: models A and B as pair P, 3 steps of 4 prompts, the toy grader; ``sections``
+    are added as top-level sections (``scale``, ``eval``)."""
+    return {
+        "results": str(root / "results"),
+        "models": {"A": {"path": str(a), "template": TEMPLATE}, "B": {"path": str(b), "template": TEMPLATE}},
+        "data": {"train": str(data)},
+        "train": {
+            "steps": 3,
+            "prompts_per_step": 4,
+            "minibatches": 2,
+            "lr": 1e-4,
+            "max_prompt_tokens": 64,
+            "max_response_tokens": 16,
+            "checkpoint_every": 2,
+        },
+        "reward": {"kind": "toy"},
+        "pairs": {"P": ["A", "B"]},
+        **sections,
+    }

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.forced import FORCED, TEMPLATE, build_forced_model
+from helpers.forced import FORCED, TEMPLATE, build_forced_model, forced_config, write_forced_problems
 
 from graft.cli import main
 from graft.config import ModelSpec
@@ -198,27 +198,12 @@ def test_without_the_prefix_cache_reset_the_engine_would_be_stale(models, engine
 def test_evaluation_through_vllm_scores_within_noise_of_the_hugging_face_backend(models, tmp_path):
     """graft evaluate of one checkpoint on the forced problems with k = 256 samples each, once per backend: the
     pass@1 difference stays within 4 standard errors of a difference of two independent estimates."""
-    data = tmp_path / "forced.jsonl"
-    data.write_text("".join(json.dumps({"id": k, "problem": v[0], "answer": v[1]}) + "\n" for k, v in FORCED.items()))
+    data = write_forced_problems(tmp_path / "forced.jsonl")
     scores = {}
     for backend in ("hf", "vllm"):
-        config = {
-            "results": str(tmp_path / "results"),
-            "models": {"A": {"path": str(models["qwen3"]), "template": TEMPLATE}},
-            "data": {"train": str(data)},
-            "train": {
-                "steps": 1,
-                "prompts_per_step": 4,
-                "minibatches": 1,
-                "lr": 1e-4,
-                "max_prompt_tokens": 64,
-                "max_response_tokens": MAX_NEW,
-                "checkpoint_every": 1,
-            },
-            "reward": {"kind": "toy"},
-            "eval": {"benchmarks": {"forced": str(data)}, "k": 256, "temperature": 0.6, "top_p": 0.95},
-            "scale": {"rollout": backend, "vllm_cpu_kv_cache_mib": 64},
-        }
+        evaluation = {"benchmarks": {"forced": str(data)}, "k": 256, "temperature": 0.6, "top_p": 0.95}
+        scale = {"rollout": backend, "vllm_cpu_kv_cache_mib": 64}
+        config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, eval=evaluation, scale=scale)
         path = tmp_path / f"{backend}.yaml"
         path.write_text(json.dumps(config))
         out = tmp_path / f"{backend}.json"
@@ -235,25 +220,9 @@ def test_evaluation_through_vllm_scores_within_noise_of_the_hugging_face_backend
 def _train(models, tmp_path, processes: int) -> list[dict]:
     """graft train of a GRAFT pair (qwen3 + gpt2 models) for 3 steps with vLLM rollouts, on ``processes``
     processes under torchrun (gloo, FSDP2); a hang fails the test at the timeout."""
-    data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps({"id": k, "problem": v[0], "answer": v[1]}) + "\n" for k, v in FORCED.items()))
-    config = {
-        "results": str(tmp_path / "results"),
-        "models": {m: {"path": str(models[a]), "template": TEMPLATE} for m, a in (("A", "qwen3"), ("B", "gpt2"))},
-        "data": {"train": str(data)},
-        "train": {
-            "steps": 3,
-            "prompts_per_step": 4,
-            "minibatches": 2,
-            "lr": 1e-4,
-            "max_prompt_tokens": 64,
-            "max_response_tokens": MAX_NEW,
-            "checkpoint_every": 2,
-        },
-        "reward": {"kind": "toy"},
-        "pairs": {"P": ["A", "B"]},
-        "scale": {"rollout": "vllm", "processes": processes, "vllm_cpu_kv_cache_mib": 64},
-    }
+    data = write_forced_problems(tmp_path / "train.jsonl")
+    scale = {"rollout": "vllm", "processes": processes, "vllm_cpu_kv_cache_mib": 64}
+    config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, scale=scale)
     path = tmp_path / f"config{processes}.yaml"
     path.write_text(json.dumps(config))
     out = tmp_path / f"run{processes}"
