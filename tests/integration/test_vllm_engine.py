@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -26,7 +27,7 @@ from graft.config import ModelSpec
 from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.rollout import HFRollout
 from graft.engine.vllm import installed_build
-from graft.results import TIMING_METRICS
+from graft.results import TIMING_METRICS, parse_step
 
 _build = installed_build()
 pytestmark = pytest.mark.skipif(
@@ -217,30 +218,43 @@ def test_evaluation_through_vllm_scores_within_noise_of_the_hugging_face_backend
     assert 0 < statistics.mean(p.values()) < 1  # the forced problems include one the model solves half the time
 
 
-def _train(models, tmp_path, processes: int) -> list[dict]:
-    """graft train of a GRAFT pair (qwen3 + gpt2 models) for 3 steps with vLLM rollouts, on ``processes``
-    processes under torchrun (gloo, FSDP2); a hang fails the test at the timeout."""
+def _train_command(models, tmp_path, processes: int, engine: str = "fsdp2", steps: int = 3, lr: float = 1e-4):
+    """The command line and output directory of `graft train` of a GRAFT pair (qwen3 + gpt2 models) with vLLM
+    rollouts on ``processes`` processes under torchrun (gloo; FSDP2 or DeepSpeed ZeRO-3)."""
     data = write_forced_problems(tmp_path / "train.jsonl")
-    scale = {"rollout": "vllm", "processes": processes, "vllm_cpu_kv_cache_mib": 64}
+    scale = {"rollout": "vllm", "processes": processes, "engine": engine, "vllm_cpu_kv_cache_mib": 64}
     config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, scale=scale)
-    path = tmp_path / f"config{processes}.yaml"
+    config["train"].update(steps=steps, lr=lr)
+    name = f"{engine}{processes}"
+    path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps(config))
-    out = tmp_path / f"run{processes}"
+    out = tmp_path / f"run_{name}"
     args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--out", str(out)]
     bin_dir = Path(sys.executable).parent
     launcher = [str(bin_dir / "graft")]
     if processes > 1:
         launcher = [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(processes), "-m", "graft.cli"]
-    proc = subprocess.run([*launcher, *args, "--threads", "1"], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [*launcher, *args, "--threads", "1"], out
+
+
+def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(models, tmp_path):
-    """Each process starts its own engines beside the training process group (gloo, FSDP2) without a hang, and,
-    since vLLM seeds each prompt by its position in the batch, samples what one process samples: every count and
-    reward is equal, losses and norms within float reduction order."""
-    one, two = _train(models, tmp_path, 1), _train(models, tmp_path, 2)
+def _train(models, tmp_path, processes: int, engine: str = "fsdp2") -> list[dict]:
+    """Train to the end; a hang fails the test at the timeout."""
+    command, out = _train_command(models, tmp_path, processes, engine)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return _metrics(out)
+
+
+@pytest.mark.parametrize("engine", ["fsdp2", "deepspeed"])
+def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(models, tmp_path, engine):
+    """Each process starts its own engines beside the training process group (gloo; FSDP2 or DeepSpeed ZeRO-3)
+    without a hang, and, since vLLM seeds each prompt by its position in the batch, samples what one process
+    samples: every count and reward is equal, losses and norms within float reduction order."""
+    one, two = _train(models, tmp_path, 1), _train(models, tmp_path, 2, engine)
     assert [(r["step"], r["model"]) for r in two] == [(s, m) for s in range(3) for m in "AB"]
     for a, b in zip(one, two, strict=True):
         for key in sorted(set(a) - TIMING_METRICS):
@@ -248,3 +262,51 @@ def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does
                 assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), (a["step"], a["model"], key)
             else:
                 assert b[key] == a[key], (a["step"], a["model"], key)
+
+
+def test_a_killed_two_process_vllm_run_resumes_with_engines_on_the_checkpoint_weights(models, tmp_path):
+    """SIGKILL to the whole torchrun process tree (trainers and engine cores) once a checkpoint is on disk, then
+    ``--resume``: the run completes from its newest checkpoint, and the engine log-probs stored with the first
+    resumed step's samples are the checkpoint model's forward pass, not the base model's (the engines start from
+    the base weights and must be loaded with the resumed ones)."""
+    import os
+    import signal
+    import time
+
+    import pyarrow.parquet as pq
+
+    steps = 8
+    command, out = _train_command(models, tmp_path, 2, steps=steps, lr=3e-3)
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not (out / "checkpoints" / "step_00002" / "state.json").is_file():
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint within the timeout"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    assert not (out / "done.json").exists()
+    # the checkpoint the resume must take: the newest committed one (one being written when killed is not)
+    first = max(parse_step(c.name) for c in (out / "checkpoints").glob("step_?????") if (c / "state.json").is_file())
+    assert 2 <= first < steps
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = _metrics(out)
+    assert [(r["step"], r["model"]) for r in rows] == [(s, m) for s in range(steps) for m in "AB"]
+    for name in "AB":
+        ckpt_dir = out / "checkpoints" / f"step_{first:05d}" / name
+        ckpt = load_policy(name, ModelSpec(path=str(ckpt_dir), template=TEMPLATE))
+        base = load_policy(name, ModelSpec(path=str(models["qwen3" if name == "A" else "gpt2"]), template=TEMPLATE))
+        table = pq.read_table(out / "trajectories" / name / f"step_{first:05d}.parquet").to_pylist()
+        assert table
+        gaps = {"checkpoint": 0.0, "base": 0.0}
+        for row in table:
+            prompt = ckpt.encode(ckpt.prompt_text(FORCED[row["prompt_id"]][0]))
+            sample = [SimpleNamespace(token_ids=row["token_ids"], logprobs=row["logprobs"])]
+            for which, policy in (("checkpoint", ckpt), ("base", base)):
+                reference = forward_logprobs(policy.model, prompt, sample, policy.pad_token_id)
+                gaps[which] = max(gaps[which], max_gap(sample, reference))
+        assert gaps["checkpoint"] < LOGP_TOL, (name, gaps)
+        assert gaps["base"] > 100 * LOGP_TOL, (name, gaps)
