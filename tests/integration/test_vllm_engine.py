@@ -112,6 +112,18 @@ def test_seeds_decide_the_samples_and_the_split_over_processes_does_not(models, 
         assert mine == whole[rank::2]
 
 
+def test_a_batch_larger_than_one_scheduler_step_samples_as_its_parts_do(models, engines):
+    """64 seeded requests of over 96 prompt tokens each: more than one scheduler step's token budget (4,096), so
+    the engine must spread prompts over steps (the CPU build fails if it splits one: graft.engine.vllm); each
+    prompt's samples are those it gets in a batch of its own."""
+    policy, engine = policy_of(models, "qwen3"), engines("qwen3")
+    prompts = [policy.encode(policy.prompt_text(LONG + "!" * i)) for i in range(8)]
+    assert sum(map(len, prompts)) * 8 > 4096
+    tokens = lambda groups: [[s.token_ids for s in g] for g in groups]  # noqa: E731
+    whole = tokens(engine.generate(prompts, n=8, seed=13))
+    assert whole == [tokens(engine.generate([p], n=8, seed=13, positions=[i]))[0] for i, p in enumerate(prompts)]
+
+
 def test_stop_truncation_and_text_follow_the_hugging_face_backend_conventions(models, engines):
     policy, engine = policy_of(models, "gpt2"), engines("gpt2")
     prompts = [policy.encode(policy.prompt_text(p)) for p, *_ in FORCED.values()]
