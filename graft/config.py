@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from graft.errors import ConfigError
+from graft.toy.dialect import DIALECTS
 from graft.toy.spec import ToySpec
 from graft.typed_config import from_dict
 
@@ -366,12 +367,21 @@ class RunConfig:
                 raise ConfigError(f"toy.level2_share: {self.toy.level2_share} is not allowed; expected 0 to 1")
             if self.toy.min_slip_points < 1:
                 raise ConfigError(f"toy.min_slip_points: {self.toy.min_slip_points} is not allowed; expected 1 or more")
+            if not 0 <= self.toy.mismatch <= 1:
+                raise ConfigError(f"toy.mismatch: {self.toy.mismatch} is not allowed; expected 0 to 1")
             world = ", ".join(self.toy.families)
             for name, toy in self.toy.models.items():
                 if name not in self.models:
                     raise ConfigError(f"toy.models.{name}: not in models ({', '.join(self.models)})")
-                if self.models[name].chat:
-                    raise ConfigError(f"models.{name}.chat: a toy model is warmed up on plain prompts; expected false")
+                if not 0 <= toy.dialect < DIALECTS:
+                    raise ConfigError(
+                        f"toy.models.{name}.dialect: {toy.dialect} is not allowed; expected 0 to {DIALECTS - 1}"
+                    )
+                if self.models[name].chat and not self.models[name].chat_template:
+                    raise ConfigError(
+                        f"models.{name}.chat_template: a toy tokenizer ships no chat template; set one "
+                        "(config/chat_templates/chatml_user.jinja) or chat: false"
+                    )
                 unknown = sorted(set(toy.mix) - set(self.toy.families))
                 if unknown:
                     raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; toy.families: {world}")

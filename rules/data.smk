@@ -21,7 +21,12 @@ if TOY:
         params:
             root=lambda wc, output: Path(output.train).parent.parent,
             settings=lambda wc: json.dumps(
-                {k: v for k, v in config["toy"].items() if k != "models"},
+                # how the models write is no part of the data
+                {
+                    k: v
+                    for k, v in config["toy"].items()
+                    if k not in ("models", "mismatch")
+                },
                 sort_keys=True,
             ),
         shell:

@@ -23,6 +23,8 @@ if TOY:
                     # the RL learning rate is no part of the build
                     {k: v for k, v in config["models"][wc.model].items() if k != "lr"},
                     config["toy"]["seed"],
+                    # the world's mismatch decides how each model writes (absent: 0, as before it existed)
+                    *[config["toy"][k] for k in ("mismatch",) if k in config["toy"]],
                 ],
                 sort_keys=True,
             ),

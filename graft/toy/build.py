@@ -10,11 +10,12 @@ from pathlib import Path
 import torch
 
 from graft.config import ModelSpec, RunConfig
-from graft.engine.policy import Policy
+from graft.engine.policy import Policy, prompt_format
 from graft.engine.prompts import PromptFormat
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
+from graft.toy.dialect import rewrite
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.spec import ToyModelSpec, ToySpec
 from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
@@ -59,10 +60,14 @@ def read_problems(path: Path) -> list[ToyProblem]:
 SLIP_VARIANTS = 8
 
 
-def warmup_examples(name: str, warmup: list[ToyProblem], spec: ToyModelSpec, seed: int) -> list[tuple[str, str]]:
-    """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``."""
+def warmup_examples(
+    name: str, warmup: list[ToyProblem], spec: ToyModelSpec, seed: int, mismatch: float = 0.0
+) -> list[tuple[str, str]]:
+    """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``, each solution
+    written in the model's dialect to the degree ``mismatch`` (graft.toy.dialect)."""
     rng = random.Random(seed)
     slips = random.Random(derive(seed, "warmup_slips", name))
+    style = random.Random(derive(seed, "warmup_dialect", name))
     # With slips, every problem comes in SLIP_VARIANTS independently slipped versions (the same count for every
     # family, so the mix holds): a model cannot memorise which problems slip, and learns the rate instead.
     variants = SLIP_VARIANTS if any(rate > 0 for rate in spec.slip.values()) else 1
@@ -73,24 +78,38 @@ def warmup_examples(name: str, warmup: list[ToyProblem], spec: ToyModelSpec, see
         count = min(len(pool), round(spec.examples * spec.mix.get(family, 0.0) / total))
         rate = spec.slip.get(family, 0.0)
         for p in rng.sample(pool, count):
-            out += [(p.problem, slipped_solution(p, rate, slips) if rate > 0 else p.solution) for _ in range(variants)]
+            solutions = [slipped_solution(p, rate, slips) if rate > 0 else p.solution for _ in range(variants)]
+            out += [(p.problem, rewrite(s, spec.dialect, mismatch, style)) for s in solutions]
     rng.shuffle(out)
     return out
 
 
 def build_toy_model(
-    name: str, spec: ToyModelSpec, model_spec: ModelSpec, warmup: list[ToyProblem], out: Path, seed: int, log=None
+    name: str,
+    spec: ToyModelSpec,
+    model_spec: ModelSpec,
+    warmup: list[ToyProblem],
+    out: Path,
+    seed: int,
+    log=None,
+    mismatch: float = 0.0,
 ) -> dict:
     """Tokenizer trained from scratch on this model's warm-up text, a fresh model, the warm-up; saved atomically
     with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses, seconds)."""
     start = time.perf_counter()
-    examples = warmup_examples(name, warmup, spec, seed)
-    template = model_spec.template
-    texts = [template.replace("{problem}", problem) + solution for problem, solution in examples]
+    examples = warmup_examples(name, warmup, spec, seed, mismatch)
+    fmt = prompt_format(model_spec)
+    plain = PromptFormat(fmt.template)
+    texts = [plain.render(None, problem) + solution for problem, solution in examples]
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
+    if fmt.chat:
+        # The warm-up sees the prompts RL will send (chat markers included), so the vocabulary is trained on them
+        # too: rendered with a first tokenizer (a template needs one for its special tokens), then trained again.
+        texts = [fmt.render(tokenizer, problem) + solution for problem, solution in examples]
+        tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
     arch = ToyArch(spec.arch, spec.pre_tokenizer, spec.vocab_size, spec.hidden, spec.layers, spec.heads)
     model = build_model(arch, tokenizer, seed=seed)
-    policy = Policy(name, model, tokenizer, PromptFormat(template))
+    policy = Policy(name, model, tokenizer, fmt)
     losses = warm_up(policy, examples, spec.steps, spec.batch_size, spec.lr, seed, log=log)
     tmp = begin_dir(out)
     save(model, tokenizer, tmp)
@@ -137,7 +156,14 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
                 "warmup", model=model, step=step, of=of, loss=round(loss, 4)
             )
             info = build_toy_model(
-                model, toy.models[model], config.models[model], warmup, root / "models" / model, toy.seed, progress
+                model,
+                toy.models[model],
+                config.models[model],
+                warmup,
+                root / "models" / model,
+                toy.seed,
+                progress,
+                toy.mismatch,
             )
             summary[model] = info
             log("toy_model", **info)

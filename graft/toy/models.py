@@ -25,7 +25,7 @@ PAD, EOS = "<|pad|>", "<|endoftext|>"
 @dataclass(frozen=True)
 class ToyArch:
     arch: str
-    """smollm3, qwen3 or gpt2."""
+    """smollm3, qwen3, gpt2 or llama."""
     pre_tokenizer: str
     """gpt2_regex, digit_runs or space_words."""
     vocab_size: int
@@ -68,7 +68,7 @@ def build_tokenizer(texts: list[str], pre_tokenizer: str, vocab_size: int):
 def build_model(spec: ToyArch, tokenizer, max_positions: int = 256, seed: int = 0):
     """A randomly initialised causal LM of the given architecture for ``tokenizer``; no dropout."""
     import torch
-    from transformers import AutoModelForCausalLM, GPT2Config, Qwen3Config, SmolLM3Config
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen3Config, SmolLM3Config
 
     common = dict(
         vocab_size=len(tokenizer),
@@ -92,6 +92,8 @@ def build_model(spec: ToyArch, tokenizer, max_positions: int = 256, seed: int = 
         config = Qwen3Config(head_dim=spec.hidden // spec.heads, **decoder)
     elif spec.arch == "smollm3":
         config = SmolLM3Config(no_rope_layers=[int((i + 1) % 4 != 0) for i in range(spec.layers)], **decoder)
+    elif spec.arch == "llama":
+        config = LlamaConfig(**decoder)
     elif spec.arch == "gpt2":
         config = GPT2Config(
             n_embd=spec.hidden,

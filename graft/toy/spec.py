@@ -12,7 +12,8 @@ from graft.toy.task import DEFAULT_FAMILIES
 class ToyModelSpec:
     """How one toy model is built and warmed up (DESIGN.md section 7)."""
 
-    arch: Literal["smollm3", "qwen3", "gpt2"]
+    arch: Literal["smollm3", "qwen3", "gpt2", "llama"]
+    """llama: a plain Llama decoder, as OctoThinker-3B is (config/rehearsal.yaml; the default's octo is GPT-2)."""
     pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
     vocab_size: int
     hidden: int
@@ -30,6 +31,9 @@ class ToyModelSpec:
     """Per family, the probability that each slip point (a carry, a borrow...) of a warm-up solution is slipped:
     the model learns the procedure as one that has half-learned it, and samples right about as often as its
     warm-up solutions are (a calibrated model, not an over-confident one). Families not named: 0."""
+    dialect: int = 0
+    """How the model writes its solutions (graft.toy.dialect): 0 the common writing; 1 or 2 a dialect of its own,
+    used for each feature of a warm-up solution with probability ``toy.mismatch``."""
 
 
 @dataclass(frozen=True)
@@ -52,3 +56,7 @@ class ToySpec:
     at nearly every point) almost never solves one of its problems by chance, while a peer's correct solution
     still differs from its own by one cheap token per point; two-digit problems (level 1) have one, so 2 needs
     ``level2_share: 1``."""
+    mismatch: float = 0.0
+    """Cross-model mismatch, 0 to 1: the chance that each feature of a warm-up solution (header, operator spacing,
+    equals sign, separator, conclusion) is written in the model's ``dialect`` instead of the common writing. 0: all
+    models write alike (no mismatch); 1: each writes only its own dialect."""

@@ -69,6 +69,24 @@ def test_paper_scale_matches_the_slurm_profile():
     assert cfg.train.micro_batch_tokens >= cfg.train.max_prompt_tokens + cfg.train.max_response_tokens
 
 
+def test_rehearsal_is_the_paper_config_in_shape():
+    """config/rehearsal.yaml runs paper.yaml's DAG on the scale path: the same cells per method, evaluation jobs,
+    vLLM rollouts under torchrun, chat prompts with the paper's suffix and its evaluation protocol."""
+    from graft.plan import training_cells
+
+    paper, rehearsal = load_config("config/paper.yaml"), load_config("config/rehearsal.yaml")
+    shape = lambda cfg: sorted((c.method, c.cell, c.seed) for c in training_cells(cfg))  # noqa: E731
+    assert list(rehearsal.models) == list(paper.models) and rehearsal.pairs == paper.pairs
+    assert shape(rehearsal) == shape(paper)
+    assert not rehearsal.workflow.eval_in_train and rehearsal.scale.rollout == "vllm"
+    assert rehearsal.scale.processes == 2 and rehearsal.scale.gradient_checkpointing
+    for model in rehearsal.models.values():
+        assert model.chat and model.template == paper.models["qwen3"].template
+    for field in ("k", "temperature", "top_p", "selection_runs"):
+        assert getattr(rehearsal.eval, field) == getattr(paper.eval, field), field
+    assert rehearsal.report.selection == paper.report.selection
+
+
 def base() -> dict:
     return yaml.safe_load(Path("config/smoke.yaml").read_text())
 
@@ -92,6 +110,15 @@ def base() -> dict:
         (lambda c: c["toy"].update(families=["add", "add"]), "toy.families: families must be distinct"),
         (lambda c: c["toy"].update(level2_share=1.5), "toy.level2_share: 1.5 is not allowed; expected 0 to 1"),
         (lambda c: c["toy"].update(min_slip_points=0), "toy.min_slip_points: 0 is not allowed; expected 1 or more"),
+        (lambda c: c["toy"].update(mismatch=1.5), "toy.mismatch: 1.5 is not allowed; expected 0 to 1"),
+        (
+            lambda c: c["toy"]["models"]["smol"].update(dialect=3),
+            "toy.models.smol.dialect: 3 is not allowed; expected 0 to 2",
+        ),
+        (
+            lambda c: c["models"]["smol"].update(chat=True),
+            "models.smol.chat_template: a toy tokenizer ships no chat template; set one",
+        ),
         (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
         (
             lambda c: c.update(scale={"vllm_cpu_kv_cache_mib": 0}),
