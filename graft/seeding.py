@@ -52,6 +52,8 @@ _FORMULAS: dict[str, Callable[..., int]] = {
     "complementarity": lambda seed, model: seed * 65_537 + _name(model),
     # The slips written into one toy model's warm-up solutions.
     "warmup_slips": lambda seed, model: seed * 65_537 + _name(model) + 1,
+    # How one toy model's warm-up solutions pick between its dialect and the common writing (toy.mismatch).
+    "warmup_dialect": lambda seed, model: seed * 65_537 + _name(model) + 2,
     # vLLM's per-prompt seed within one generate call, so samples do not depend on batching.
     "vllm_prompt": lambda seed, index: (seed * 1_000_003 + index) % (2**31 - 1),
 }

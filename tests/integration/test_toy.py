@@ -157,6 +157,33 @@ def test_toy_model_build_is_deterministic(tiny_toy, tmp_path):
         assert a == b, name
 
 
+def test_a_world_with_mismatch_chat_prompts_and_a_llama_model_builds(tiny_toy, tmp_path):
+    """The rehearsal's and issue 28's toy settings: models in dialects of their own (toy.mismatch 1), warmed up
+    through a chat template, one of them a Llama decoder: the build completes, each model's warm-up solutions are
+    in its dialect, and the chat model's saved prompt format is the one its warm-up used."""
+    from graft.toy.build import read_problems, warmup_examples
+
+    config = yaml.safe_load(tiny_toy.read_text())
+    config["results"] = str(tmp_path)
+    config["toy"]["mismatch"] = 1.0
+    for name, dialect in (("smol", 1), ("qwen", 2)):
+        config["toy"]["models"][name]["dialect"] = dialect
+    config["toy"]["models"]["octo"]["arch"] = "llama"
+    config["models"]["qwen"].update(chat=True, chat_template="config/chat_templates/chatml_user.jinja")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["toy", "build", "--config", str(path)]) == 0
+    cfg = load_config(path)
+    warmup = read_problems(tmp_path / "toy" / "data" / "warmup.jsonl")
+    smol = [s for _, s in warmup_examples("smol", warmup, cfg.toy.models["smol"], cfg.toy.seed, 1.0)]
+    qwen = [s for _, s in warmup_examples("qwen", warmup, cfg.toy.models["qwen"], cfg.toy.seed, 1.0)]
+    assert all(" by columns: " in s and ". The answer is \\boxed{" in s for s in smol)
+    assert all(s.startswith("We work out ") and ", giving \\boxed{" in s for s in qwen)
+    qwen_policy = load_policy("qwen", cfg.models["qwen"])
+    assert qwen_policy.prompt_text("1+2").startswith("<|im_start|>user\n1+2")
+    assert type(load_policy("octo", cfg.models["octo"]).model).__name__ == "LlamaForCausalLM"
+
+
 def test_complementarity_report(forced_world, tmp_path):
     out = tmp_path / "comp.json"
     code = main(

@@ -22,6 +22,7 @@ GOLDEN = [
     ("complementarity", (3, "math500"), 2640156262),
     ("vllm_prompt", (9, 4), 9000031),
     ("warmup_slips", (3, "math500"), 2640156263),
+    ("warmup_dialect", (3, "math500"), 2640156264),
     ("selection_run", (2, 3), 9777786),
     ("resample", (5, 11, 2), 505002658),
     ("resample_rollout", (5, 11, 2, "smol", 1), 330885131905),
