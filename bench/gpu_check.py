@@ -1,7 +1,8 @@
 """The scale path on a GPU node at the paper's lengths, with a model of the Qwen3-1.7B architecture and random
 weights (nothing can be downloaded there): rollout tokens/s, training tokens/s and peak memory of one
 minibatch update, the time to move new weights into the rollout engine, and whether the engine's log-probs
-agree with the trained model's forward pass. Prints a table; writes JSON.
+agree with the trained model's forward pass, and the GPU memory in use with the engine awake, asleep (vLLM's
+level-2 sleep mode) and after the weight load. Prints a table; writes JSON.
 
 Run by bench/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
 Hugging Face backend otherwise (then with far fewer sequences: ``generate`` keeps every step's logits). Training
@@ -89,6 +90,14 @@ def peak_gib(world: World) -> float:
     return torch.cuda.max_memory_allocated() / 2**30 if world.device.type == "cuda" else float("nan")
 
 
+def used_gib(world: World) -> float:
+    """This GPU's memory in use by every process on it (the engine's own processes included), from the driver."""
+    if world.device.type != "cuda":
+        return float("nan")
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 2**30
+
+
 def build_model(cfg: SimpleNamespace, directory: Path, world: World) -> None:
     """Random weights of the architecture, saved as a bf16 safetensors ``from_pretrained`` directory."""
     if world.is_main:
@@ -123,6 +132,7 @@ def rollout_phase(cfg, directory: Path, world: World, results: dict):
             engine_args={"skip_tokenizer_init": True},
         )  # fmt: skip
         results["vllm_start_s"] = time.perf_counter() - t0
+        results["gpu_used_gib_engine_started"] = used_gib(world)
         prompts, n = random_prompts(cfg, cfg.prompts, world.rank), cfg.n
         backend = "vllm"
     else:
@@ -144,6 +154,8 @@ def rollout_phase(cfg, directory: Path, world: World, results: dict):
         rollout_tokens_per_s=totals[0] / (totals[1] / world.size),
         rollout_peak_gib_torch=peak_gib(world),
     )
+    if backend == "vllm":  # generate() ends with a level-2 sleep: weights and KV cache handed back to the driver
+        results["gpu_used_gib_engine_asleep"] = used_gib(world)
     if backend == "hf generate":
         del engine, policy, model
         if world.device.type == "cuda":
@@ -212,6 +224,7 @@ def weight_sync_phase(cfg, engine, policy: Policy, stepper, world: World, result
         full = get_model_state_dict(policy.model, options=StateDictOptions(full_state_dict=True))
     engine.load_weights(full)
     results["weight_sync_s"] = time.perf_counter() - t0
+    results["gpu_used_gib_weights_loaded"] = used_gib(world)
     engine.max_new_tokens = 64
     prompts = random_prompts(cfg, 2, 100 + world.rank)
     samples = [s for group in engine.generate(prompts, 2, seed=7) for s in group]

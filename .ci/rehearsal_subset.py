@@ -1,0 +1,33 @@
+"""CI's subset of the dress rehearsal: config/rehearsal.yaml cut to what still runs every rule of its DAG
+(toy_data, toy_model, resolve_methods, train, evaluate_base, evaluate_run, reevaluate_selected, report) within
+CI's time: the three models, pair P1 only, GRPO n=8 for each model and GRAFT on P1 (one seed), no baselines,
+replay or ablations (the same train rule with other switches, which the CPU tests cover), and 2 re-evaluations
+of each selected checkpoint instead of 5.
+
+Usage: python .ci/rehearsal_subset.py OUT.yaml [--config config/rehearsal.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--config", type=Path, default=Path("config/rehearsal.yaml"))
+    args = parser.parse_args()
+    config = yaml.safe_load(args.config.read_text())
+    config["pairs"] = {"P1": config["pairs"]["P1"]}
+    config["workflow"].update(
+        grpo=["grpo_n8"], pair_methods=["graft"], replay=False, ablations=[], main_seeds=[0], other_seeds=[0]
+    )
+    config["eval"]["selection_runs"] = 2
+    args.out.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+if __name__ == "__main__":
+    main()
