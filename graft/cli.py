@@ -19,6 +19,14 @@ from graft.offline import go_offline
 from graft.progress import Progress
 from graft.results import ResultsTree, RunDir, write_text
 
+USAGE = (
+    "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
+    "of responses where one model fails every sample and the other does not. Train one cell (GRPO, a co-trained "
+    "pair or a replay of stored trajectories), evaluate checkpoints, build the report's tables and figures, or "
+    "build the CPU miniature's toy world. The Snakemake workflow runs these for a whole config: "
+    "`snakemake --cores 2 all` (the miniature) or `snakemake --profile slurm all` (the paper)."
+)
+
 _PROGRESS = Progress()
 
 
@@ -417,7 +425,12 @@ def _add_data(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="graft", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="graft",
+        description=USAGE,
+        epilog="`graft <command> --help` describes each command. Bad input stops before any compute with one line "
+        "naming the field and what is allowed (exit code 2).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_training, _add_toy, _add_archive, _add_evaluation, _add_data):
         add(sub)
