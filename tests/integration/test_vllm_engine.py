@@ -261,12 +261,20 @@ def _train(models, tmp_path, processes: int, engine: str = "fsdp2") -> list[dict
     return _metrics(out)
 
 
+@pytest.fixture(scope="module")
+def one_process_run(models, tmp_path_factory) -> list[dict]:
+    """The 1-process run both sharded engines are compared with (trained once for the module)."""
+    return _train(models, tmp_path_factory.mktemp("one_process"), 1)
+
+
 @pytest.mark.parametrize("engine", ["fsdp2", "deepspeed"])
-def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(models, tmp_path, engine):
+def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(
+    models, one_process_run, tmp_path, engine
+):
     """Each process starts its own engines beside the training process group (gloo; FSDP2 or DeepSpeed ZeRO-3)
     without a hang, and, since vLLM seeds each prompt by its position in the batch, samples what one process
     samples: every count and reward is equal, losses and norms within float reduction order."""
-    one, two = _train(models, tmp_path, 1), _train(models, tmp_path, 2, engine)
+    one, two = one_process_run, _train(models, tmp_path, 2, engine)
     assert [(r["step"], r["model"]) for r in two] == [(s, m) for s in range(3) for m in "AB"]
     for a, b in zip(one, two, strict=True):
         for key in sorted(set(a) - TIMING_METRICS):
