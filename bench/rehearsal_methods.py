@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -42,24 +41,30 @@ def main() -> None:
     if not all((args.work / "toy" / "models" / m).is_dir() for m in config["models"]):
         subprocess.run([*graft, "toy", "build", "--config", str(path), "--threads", "2"], check=True)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m"]
+
+    def train(method: str, models: str, out: Path, *extra: str) -> list[str]:
+        """The 2-process `graft train` command of one cell."""
+        command = [*torchrun, "graft.cli", "train", "--config", str(path), "--method", method, "--models", models]
+        return [*command, "--seed", "0", "--out", str(out), "--threads", "1", *extra]
+
     # replay reads the peer's stored grpo_n8 trajectories: that run goes first
     order = sorted(args.methods, key=lambda m: (get_method(m).peer == "archive", m != "grpo_n8"))
+    archive = args.work / "runs" / "grpo_n8_qwen3"
     rows = []
     for name in order:
         method = get_method(name)
         models = SINGLE if method.peer != "live" else ",".join(PAIR)
         out = args.work / "runs" / name
-        extra = []
-        if method.peer == "archive":
-            extra = ["--peer-archive", str(args.work / "runs" / "grpo_n8_qwen3" / "trajectories" / "qwen3")]
-        command = [*torchrun, "graft.cli", "train", "--config", str(path), "--method", name, "--models", models]
-        command += ["--seed", "0", "--out", str(out), "--threads", "1", *extra]
+        extra = ["--peer-archive", str(archive / "trajectories" / "qwen3")] if method.peer == "archive" else []
+        command = train(name, models, out, *extra)
         t0 = time.perf_counter()
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=os.environ)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
             rc, err = done.returncode, done.stderr
         except subprocess.TimeoutExpired as timeout:
-            rc, err = "timeout", (timeout.stderr or b"").decode(errors="replace")
+            # subprocess hands over what was read so far as bytes on some paths even in text mode
+            err = timeout.stderr or ""
+            rc, err = "timeout", err.decode(errors="replace") if isinstance(err, bytes) else err
         seconds = time.perf_counter() - t0
         metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()] if rc == 0 else []
         lines = err.splitlines()
@@ -77,9 +82,7 @@ def main() -> None:
         )
         print(json.dumps(rows[-1]), flush=True)
         if name == "grpo_n8":  # the archive replay reads: qwen3's own grpo_n8 run
-            qwen = [*command[: command.index("--models") + 1], "qwen3", "--seed", "0"]
-            qwen += ["--out", str(args.work / "runs" / "grpo_n8_qwen3"), "--threads", "1"]
-            subprocess.run(qwen, capture_output=True, timeout=args.timeout, check=True)
+            subprocess.run(train("grpo_n8", "qwen3", archive), capture_output=True, timeout=args.timeout, check=True)
     print("| method | models | exit | seconds | steps | transferred | failure |\n|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['method']} | {r['models']} | {r['rc']} | {r['seconds']} | {r['steps']} | {r['transferred']} "

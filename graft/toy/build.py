@@ -11,7 +11,6 @@ import torch
 
 from graft.config import ModelSpec, RunConfig
 from graft.engine.policy import Policy, prompt_format
-from graft.engine.prompts import PromptFormat
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
@@ -99,8 +98,7 @@ def build_toy_model(
     start = time.perf_counter()
     examples = warmup_examples(name, warmup, spec, seed, mismatch)
     fmt = prompt_format(model_spec)
-    plain = PromptFormat(fmt.template)
-    texts = [plain.render(None, problem) + solution for problem, solution in examples]
+    texts = [fmt.template.replace("{problem}", problem) + solution for problem, solution in examples]
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
     if fmt.chat:
         # The warm-up sees the prompts RL will send (chat markers included), so the vocabulary is trained on them

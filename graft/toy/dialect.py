@@ -39,7 +39,8 @@ def rewrite(solution: str, dialect: int, mismatch: float, rng: random.Random) ->
     if mismatch == 0 or dialect == 0:
         return solution
     expr, rest = solution.split(": ", 1)
-    body, answer = rest[: rest.rindex(_END)], rest[rest.rindex(_END) + len(_END) : -1]
+    end = rest.rindex(_END)
+    body, answer = rest[:end], rest[end + len(_END) : -1]
     pick = {name: variants[dialect] if rng.random() < mismatch else variants[0] for name, variants in FEATURES.items()}
 
     def operators(text: str) -> str:
