@@ -24,7 +24,11 @@ if TOY:
                     {k: v for k, v in config["models"][wc.model].items() if k != "lr"},
                     config["toy"]["seed"],
                     # the world's mismatch decides how each model writes (absent: 0, as before it existed)
-                    *([config["toy"]["mismatch"]] if "mismatch" in config["toy"] else []),
+                    *(
+                        [config["toy"]["mismatch"]]
+                        if "mismatch" in config["toy"]
+                        else []
+                    ),
                 ],
                 sort_keys=True,
             ),
