@@ -8,11 +8,13 @@ development toy seeds, then confirmed on toy seeds that played no part.
   build    the toy world (``--reuse DIR``: copy data and the models whose settings are unchanged from DIR)
   probe    per family at T = 1 with n = 8: success and all-fail share of each model; per direction:
            candidates, selected after balancing, gate pass rate of correct and of wrong peer responses
-  cells    GRPO n=8 of both models and GRAFT on the pair, for each --seeds; appends one JSON row per
-           (method, model, seed) to DIR/cells.jsonl with the validation score of every checkpoint
-  summary  GRAFT - GRPO n=8 at the final checkpoint per model, mean over the seeds present
+  cells    GRPO n=8 of both models and each pair method of --methods (default: GRAFT) on the pair, for each
+           --seeds; appends one JSON row per (method, model, seed) to DIR/cells.jsonl with the validation score
+           of every checkpoint
+  summary  each method - GRPO n=8 at the final checkpoint per model, mean over the seeds present
 
 Usage: python bench/miniature_dev.py build|probe|cells|summary --config C --out DIR [--pair P1] [--seeds 0 1]
+           [--methods graft hacpo sgt graft_no_gate]
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def cells(args) -> None:
     split_validation(args.out)
     pair = yaml.safe_load(dev.read_text())["pairs"][args.pair]
     for seed in args.seeds:
-        jobs = [("grpo_n8", [m]) for m in pair] + [("graft", pair)]
+        jobs = [("grpo_n8", [m]) for m in pair] + [(method, pair) for method in args.methods]
         procs = []
         for method, models in jobs:
             run = _run_dir(args.out, method, models, seed)
@@ -162,16 +164,18 @@ def summary(args) -> None:
     final = {}
     for r in rows:
         final[(r["method"], r["model"], r["seed"])] = list(r["average"].values())[-1]
+    methods = sorted({m for (m, _, _) in final} - {"grpo_n8"})
     for model in sorted({r["model"] for r in rows}):
-        seeds = sorted({s for (m, mo, s) in final if mo == model and m == "graft" and ("grpo_n8", model, s) in final})
-        if not seeds:
-            continue
-        diffs = [final[("graft", model, s)] - final[("grpo_n8", model, s)] for s in seeds]
-        grpo = statistics.mean(final[("grpo_n8", model, s)] for s in seeds)
-        print(
-            f"{model}: GRPO n=8 {grpo:.1f}, GRAFT - GRPO {statistics.mean(diffs):+.2f} over seeds {seeds} "
-            f"({', '.join(f'{d:+.1f}' for d in diffs)})"
-        )
+        for method in methods:
+            seeds = sorted({s for (m, mo, s) in final if (m, mo) == (method, model) and ("grpo_n8", model, s) in final})
+            if not seeds:
+                continue
+            diffs = [final[(method, model, s)] - final[("grpo_n8", model, s)] for s in seeds]
+            grpo = statistics.mean(final[("grpo_n8", model, s)] for s in seeds)
+            print(
+                f"{model}: GRPO n=8 {grpo:.1f}, {method} - GRPO {statistics.mean(diffs):+.2f} over seeds {seeds} "
+                f"({', '.join(f'{d:+.1f}' for d in diffs)})"
+            )
 
 
 def _wait(procs: list) -> None:
@@ -193,6 +197,7 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, help="build: a world whose data and unchanged models to copy")
     parser.add_argument("--pair", default="P1")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--methods", nargs="+", default=["graft"], help="cells: the pair methods beside GRPO n=8")
     parser.add_argument("--threads", default="2", help="build: threads per warm-up (1: two worlds at once)")
     args = parser.parse_args()
     {"build": build, "probe": probe, "cells": cells, "summary": summary}[args.command](args)

@@ -387,6 +387,7 @@ FINDINGS = (
     ("w/o compatibility gate below GRAFT", ("graft_no_gate", "pair"), ("graft", "pair")),
     ("success-only below GRAFT", ("graft_success_only", "pair"), ("graft", "pair")),
     ("HACPO below GRAFT", ("hacpo", "pair"), ("graft", "pair")),
+    ("SGT below GRAFT", ("sgt", "pair"), ("graft", "pair")),
     ("GRAFT against GRPO n=32", ("graft", "pair"), ("grpo_n32", "model")),
 )
 

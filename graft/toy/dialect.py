@@ -6,10 +6,12 @@ gate and token clipping are for. Every toy solution has the shape ``EXPR: step, 
 (graft.toy.task); a *dialect* rewrites its surface (never its numbers or its answer) feature by feature, and a
 model warmed up on its dialect samples in it.
 
-``toy.mismatch`` (0 to 1) is the chance that each feature of each warm-up solution is written in the model's own
-dialect rather than in the common one (dialect 0, graft.toy.task's text): at 0 every model writes the common text
-(the world without mismatch), at 1 each writes only its own, and in between a peer's response is plausible to the
-receiver in varying degree.
+``toy.mismatch`` (0 to 1) is the chance that each feature of each warm-up solution leaves the common writing
+(dialect 0, graft.toy.task's text); when it does, it is the model's own dialect's variant, except for a share
+``EXPOSURE`` of another dialect's, as a real model has read a little of other families' writing. At 0 every model
+writes the common text (the world without mismatch); at 1 each writes its own dialect, and a peer's variant costs the
+receiver about log(EXPOSURE / (1 - EXPOSURE)) nats where they part, so a peer's response is plausible in the degree
+that its features happen to be common, which the knob sets (bench/results/mismatch_probe.md).
 """
 
 from __future__ import annotations
@@ -28,20 +30,32 @@ FEATURES: dict[str, tuple[str, ...]] = {
 goes around ``+ - * /`` between digits (dialect 2 keeps the common spacing, so dialects 1 and 2 differ from the
 common text in different ways)."""
 DIALECTS = len(FEATURES["header"])
+EXPOSURE = 0.05
+"""The share of a model's non-common features written in another dialect. Without it a peer's variant is one the
+receiver never read, and the gate score of every response with one foreign feature falls below 0.01 (issue 28's
+first probe): the knob then switches the exchange off rather than graduating it."""
 
 _OPERATOR = re.compile(r"(?<=\d)([+\-*/])(?=\d)")
 _END = ", so \\boxed{"
 
 
-def rewrite(solution: str, dialect: int, mismatch: float, rng: random.Random) -> str:
-    """``solution`` (common text) with each feature in ``dialect``'s variant with probability ``mismatch``, else
-    common; draws nothing from ``rng`` when ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
+def rewrite(solution: str, dialect: int, mismatch: float, rng: random.Random, exposure: float = EXPOSURE) -> str:
+    """``solution`` (common text) with each feature, with probability ``mismatch``, in ``dialect``'s variant (or,
+    a share ``exposure`` of those times, another dialect's), else common; draws nothing from ``rng`` when
+    ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
     if mismatch == 0 or dialect == 0:
         return solution
+    others = [d for d in range(1, DIALECTS) if d != dialect]
+
+    def variant(variants: tuple[str, ...]) -> str:
+        if rng.random() >= mismatch:
+            return variants[0]
+        return variants[rng.choice(others)] if rng.random() < exposure else variants[dialect]
+
     expr, rest = solution.split(": ", 1)
     end = rest.rindex(_END)
     body, answer = rest[:end], rest[end + len(_END) : -1]
-    pick = {name: variants[dialect] if rng.random() < mismatch else variants[0] for name, variants in FEATURES.items()}
+    pick = {name: variant(variants) for name, variants in FEATURES.items()}
 
     def operators(text: str) -> str:
         space = pick["operator_space"]

@@ -24,7 +24,7 @@ HAND = [
 @pytest.mark.parametrize(("dialect", "expected"), HAND)
 def test_a_whole_dialect_by_hand(dialect, expected):
     solution = make_problem("add", 2, (358, 67)).solution
-    assert rewrite(solution, dialect, 1.0, random.Random(0)) == expected
+    assert rewrite(solution, dialect, 1.0, random.Random(0), exposure=0.0) == expected
 
 
 def test_no_mismatch_or_the_common_dialect_leave_the_text_and_the_random_stream_alone():
@@ -55,7 +55,16 @@ def test_a_rewrite_keeps_every_number_and_the_graded_answer(problem, dialect, mi
 def test_mismatch_is_the_share_of_features_in_the_dialect():
     solution = make_problem("add", 2, (358, 67)).solution
     rng = random.Random(0)
-    written = [rewrite(solution, 1, 0.3, rng) for _ in range(2000)]
+    written = [rewrite(solution, 1, 0.3, rng, exposure=0.0) for _ in range(2000)]
     share = sum(bool(re.search(r" is \d", w)) for w in written) / len(written)  # the equals feature
     assert 0.26 < share < 0.34
     assert len(set(written)) == 2 ** len(FEATURES)  # every combination of features occurs
+
+
+def test_exposure_is_the_share_of_non_common_features_in_another_dialect():
+    solution = make_problem("add", 2, (358, 67)).solution
+    rng = random.Random(1)
+    written = [rewrite(solution, 1, 0.8, rng, exposure=0.1) for _ in range(4000)]
+    own = sum(bool(re.search(r" is \d", w)) for w in written) / len(written)
+    other = sum(bool(re.search(r" -> \d", w)) for w in written) / len(written)  # dialect 2's equals
+    assert abs(own - 0.8 * 0.9) < 0.03 and abs(other - 0.8 * 0.1) < 0.015

@@ -1,0 +1,156 @@
+"""When does off-policy awareness pay? Issue 28's sweep over the mismatch knob (``toy.mismatch``), outside the main job.
+
+For each value the embedded default is cut to P1 (GRPO n=8 of both models; GRAFT, HACPO, SGT and "w/o
+compatibility gate" on the pair; every cell at --seeds) with the world's models written in dialects 1 and 2 at that
+mismatch, and run through the workflow into a results tree of its own (resumable: a rerun skips what is done). Then
+each method's difference to GRPO n=8 on the test families, with its paired-bootstrap 95% interval, at the final and
+the validation-selected checkpoints. Prints a Markdown table; writes bench/results/mismatch_sweep.{json,md,png}.
+
+Usage: python bench/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
+           [--out results/mismatch_sweep] [--config config/config.yaml]
+About 40 minutes per value on 2 cores (two warm-ups, 18 training cells).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+METHODS = ("graft", "hacpo", "sgt", "graft_no_gate")
+RULES = ("final", "val_best")
+DIALECTS = {"smol": 1, "qwen": 2}
+
+
+def world_config(base: dict, value: float, seeds: list[int], toy_seed: int, root: Path) -> dict:
+    """The default cut to the sweep's cells, at one mismatch value, writing into ``root``."""
+    config = json.loads(json.dumps(base))
+    config["results"] = str(root)
+    config["models"] = {m: config["models"][m] for m in DIALECTS}
+    config["pairs"] = {"P1": list(DIALECTS)}
+    config["toy"]["seed"] = toy_seed
+    config["toy"]["mismatch"] = value
+    config["toy"]["models"] = {m: {**config["toy"]["models"][m], "dialect": d} for m, d in DIALECTS.items()}
+    config["workflow"].update(
+        grpo=["grpo_n8"],
+        pair_methods=[m for m in METHODS if not m.startswith("graft_")],
+        ablations=[m for m in METHODS if m.startswith("graft_")],
+        replay=False,
+        baseline_models=list(DIALECTS),
+        baseline_pairs=["P1"],
+        main_seeds=seeds,
+        other_seeds=seeds,
+    )
+    return config
+
+
+def deltas(config_path: Path) -> list[dict]:
+    """Each method's difference to GRPO n=8 on P1 (test families), per model and checkpoint rule."""
+    from graft.config import load_config
+    from graft.report.tables import ReportContext
+
+    cfg = load_config(config_path)
+    ctx = ReportContext.from_results(
+        Path(cfg.results),
+        list(cfg.models),
+        cfg.pairs,
+        cfg.report.paper_models,
+        list(cfg.eval.benchmarks),
+        "final",
+        pair_methods=list(cfg.workflow.pair_methods),
+        main_seeds=list(cfg.workflow.main_seeds),
+        other_seeds=list(cfg.workflow.other_seeds),
+    )
+    rows = []
+    for rule in RULES:
+        for model in DIALECTS:
+            base = ctx.cell("grpo_n8", model, model, rule=rule)
+            for method in METHODS:
+                ours = ctx.cell(method, "P1", model, rule=rule)
+                if ours.mean is None or base.mean is None:
+                    continue
+                lo, hi = ctx.bootstrap(ours, base) or (None, None)
+                rows.append(
+                    {"rule": rule, "model": model, "method": method, "seeds": len(ours.selected),
+                     "score": round(ours.mean, 2), "grpo_n8": round(base.mean, 2),
+                     "delta": round(ours.mean - base.mean, 2), "ci": [lo, hi]}
+                )  # fmt: skip
+    return rows
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(RULES), len(DIALECTS), figsize=(10, 7), sharex=True, squeeze=False)
+    for i, rule in enumerate(RULES):
+        for j, model in enumerate(DIALECTS):
+            ax = axes[i][j]
+            for method in METHODS:
+                chosen = sorted((r for r in rows if (r["rule"], r["model"], r["method"]) == (rule, model, method)),
+                                key=lambda r: r["mismatch"])  # fmt: skip
+                if not chosen:
+                    continue
+                x = [r["mismatch"] for r in chosen]
+                y = [r["delta"] for r in chosen]
+                err = [[r["delta"] - r["ci"][0] for r in chosen], [r["ci"][1] - r["delta"] for r in chosen]]
+                ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=method)
+            ax.axhline(0, color="grey", lw=0.8)
+            ax.set_title(f"{model}, {rule} checkpoint")
+            ax.set_xlabel("toy.mismatch")
+            ax.set_ylabel("Δ vs GRPO n=8 (points)")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| mismatch | checkpoint | model | method | seeds | score | GRPO n=8 | Δ | Δ 95% CI |", "|---" * 9 + "|"]
+    for r in sorted(rows, key=lambda r: (r["rule"], r["model"], r["mismatch"], METHODS.index(r["method"]))):
+        lo, hi = r["ci"]
+        ci = "—" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
+        lines.append(
+            f"| {r['mismatch']:g} | {r['rule']} | {r['model']} | {r['method']} | {r['seeds']} | {r['score']:.2f} "
+            f"| {r['grpo_n8']:.2f} | {r['delta']:+.2f} | {ci} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    parser.add_argument("--values", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--toy-seed", type=int, default=0)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("results/mismatch_sweep"))
+    parser.add_argument("--report", type=Path, default=Path(__file__).parent / "results" / "mismatch_sweep")
+    args = parser.parse_args()
+    if any(not 0 <= v <= 1 for v in args.values):
+        raise SystemExit(f"mismatch_sweep.py: --values {args.values} must lie in [0, 1]")
+    base = yaml.safe_load(args.config.read_text())
+    rows = []
+    for value in args.values:
+        root = (args.out / f"toyseed{args.toy_seed}" / f"m{value:g}").resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / "config.yaml"
+        path.write_text(yaml.safe_dump(world_config(base, value, args.seeds, args.toy_seed, root), sort_keys=False))
+        command = ["snakemake", "--cores", str(args.cores), "--configfile", str(path), "--quiet", "rules", "all"]
+        if subprocess.run(command).returncode:
+            raise SystemExit(f"mismatch_sweep.py: the workflow failed at mismatch {value:g}; its logs: {root}/logs")
+        rows += [{"mismatch": value, **r} for r in deltas(path)]
+        args.report.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    table = markdown(rows)
+    print(table)
+    args.report.with_suffix(".md").write_text(table)
+    figure(rows, args.report.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
