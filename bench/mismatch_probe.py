@@ -5,7 +5,8 @@ bench/results/mismatch_probe.{json,md}.
 
 Usage: python bench/mismatch_probe.py [--config config/config.yaml] [--pair P1] [--values 0 0.25 0.5 1]
            [--dialects 1 2] [--work DIR]
-Each value's world is built under --work (default /tmp/graft-mismatch/<value>) and reused when it is there.
+Each value's world and its pre-flight report are made under --work (default /tmp/graft-mismatch/<value>) and reused
+when they are there.
 """
 
 from __future__ import annotations
@@ -62,23 +63,26 @@ def main() -> None:
         out = root / "complementarity.json"
         command = [sys.executable, "-m", "graft.cli", "complementarity", "--config", str(path)]
         command += ["--models", ",".join(pair), *[a for f in tests for a in ("--data", str(f))], "--out", str(out)]
-        subprocess.run(command, check=True, capture_output=True)
+        if not out.is_file():
+            subprocess.run(command, check=True, capture_output=True)
         reports[f"{value:g}"] = json.loads(out.read_text())
     lines = [
         "| mismatch | direction (receiver last) | receiver all-fail | candidates | gate pass | pass if correct / "
-        "incorrect | s p25 / p50 / p75 | accuracy (each model) |",
-        "|---|---|---|---|---|---|---|---|",
+        "incorrect | s p25 / p50 / p75 | s p50 if correct / incorrect | accuracy (each model) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for value, r in reports.items():
         accuracy = " / ".join(f"{m} {a:.3f}" for m, a in r.get("accuracy", {}).items())
         for direction, d in r["directions"].items():
             s = d["s_quantiles"] or {}
+            right, wrong = (d.get(f"s_quantiles_{k}") or {} for k in ("correct", "incorrect"))
             rate = d["gate_pass_rate"]
             lines.append(
                 f"| {value} | {direction} | {d['all_fail']}/{r['prompts']} | {d['candidates']} "
                 f"| {'-' if rate is None else format(rate, '.0%')} "
                 f"| {d['gate_pass_rate_correct']} / {d['gate_pass_rate_incorrect']} "
-                f"| {s.get('p25')} / {s.get('p50')} / {s.get('p75')} | {accuracy} |"
+                f"| {s.get('p25')} / {s.get('p50')} / {s.get('p75')} | {right.get('p50')} / {wrong.get('p50')} "
+                f"| {accuracy} |"
             )
     table = "\n".join(lines) + "\n"
     print(table)

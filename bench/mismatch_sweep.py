@@ -7,14 +7,16 @@ each method's difference to GRPO n=8 on the test families, with its paired-boots
 the validation-selected checkpoints. Prints a Markdown table; writes bench/results/mismatch_sweep.{json,md,png}.
 
 Usage: python bench/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
-           [--out results/mismatch_sweep] [--config config/config.yaml]
-About 40 minutes per value on 2 cores (two warm-ups, 18 training cells).
+           [--out results/mismatch_sweep] [--config config/config.yaml] [--worlds /tmp/graft-mismatch]
+About 40 minutes per value on 2 cores (two warm-ups, 18 training cells). --worlds takes the toy worlds that
+bench/mismatch_probe.py built (DIR/<value>/toy, the same settings at toy seed 0) instead of building them again.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +132,7 @@ def main() -> None:
     parser.add_argument("--toy-seed", type=int, default=0)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/mismatch_sweep"))
+    parser.add_argument("--worlds", type=Path, help="bench/mismatch_probe.py's --work, to reuse its built worlds")
     parser.add_argument("--report", type=Path, default=Path(__file__).parent / "results" / "mismatch_sweep")
     args = parser.parse_args()
     if any(not 0 <= v <= 1 for v in args.values):
@@ -141,7 +144,14 @@ def main() -> None:
         root.mkdir(parents=True, exist_ok=True)
         path = root / "config.yaml"
         path.write_text(yaml.safe_dump(world_config(base, value, args.seeds, args.toy_seed, root), sort_keys=False))
-        command = ["snakemake", "--cores", str(args.cores), "--configfile", str(path), "--quiet", "rules", "all"]
+        built = args.worlds / f"{value:g}" / "toy" if args.worlds else None
+        if built and not (root / "toy").exists():
+            if args.toy_seed != 0:
+                raise SystemExit("mismatch_sweep.py: --worlds holds the probe's worlds of toy seed 0 only")
+            shutil.copytree(built / "data", root / "toy" / "data")
+            for model in DIALECTS:
+                shutil.copytree(built / "models" / model, root / "toy" / "models" / model)
+        command = ["snakemake", "all", "--cores", str(args.cores), "--quiet", "rules", "--configfile", str(path)]
         if subprocess.run(command).returncode:
             raise SystemExit(f"mismatch_sweep.py: the workflow failed at mismatch {value:g}; its logs: {root}/logs")
         rows += [{"mismatch": value, **r} for r in deltas(path)]

@@ -136,6 +136,8 @@ def _direction(
         "gate_pass_rate_correct": round(float(passed[correct].float().mean()), 4) if correct.any() else None,
         "gate_pass_rate_incorrect": round(float(passed[~correct].float().mean()), 4) if (~correct).any() else None,
         "s_quantiles": _quantiles(s),
+        "s_quantiles_correct": _quantiles(s[correct]),
+        "s_quantiles_incorrect": _quantiles(s[~correct]),
         "weight_quantiles_admitted": _quantiles(w[passed]),
         "weight_hist": [int(v) for v in torch.histc(w[passed], bins=10, min=0, max=1).tolist()]
         if passed.any()

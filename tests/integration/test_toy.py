@@ -206,6 +206,10 @@ def test_complementarity_report(forced_world, tmp_path):
         for key in ("all_fail", "peer_mixed_given_all_fail", "selected_after_balancing", "gate_pass_rate"):
             assert key in d
         assert 0 <= d["selected_after_balancing"] <= d["candidates"]
+        # the score distribution split by the peer response's correctness brackets the whole one's median
+        split = [d[f"s_quantiles_{k}"] for k in ("correct", "incorrect") if d[f"s_quantiles_{k}"]]
+        if d["s_quantiles"]:
+            assert split and min(q["p50"] for q in split) <= d["s_quantiles"]["p50"] <= max(q["p50"] for q in split)
     # the forced set: B fails P1 where A is mixed, A fails P2 where B is mixed
     assert report["directions"]["A->B"]["candidates"] >= 1 and report["directions"]["B->A"]["candidates"] >= 1
 
