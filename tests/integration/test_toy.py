@@ -160,7 +160,8 @@ def test_toy_model_build_is_deterministic(tiny_toy, tmp_path):
 def test_a_world_with_mismatch_chat_prompts_and_a_llama_model_builds(tiny_toy, tmp_path):
     """The rehearsal's and issue 28's toy settings: models in dialects of their own (toy.mismatch 1), warmed up
     through a chat template, one of them a Llama decoder: the build completes, each model's warm-up solutions are
-    in its dialect, and the chat model's saved prompt format is the one its warm-up used."""
+    in its dialect (up to the exposure to the other), and the chat model's saved prompt format is the one its
+    warm-up used."""
     from graft.toy.build import read_problems, warmup_examples
 
     config = yaml.safe_load(tiny_toy.read_text())
@@ -177,8 +178,10 @@ def test_a_world_with_mismatch_chat_prompts_and_a_llama_model_builds(tiny_toy, t
     warmup = read_problems(tmp_path / "toy" / "data" / "warmup.jsonl")
     smol = [s for _, s in warmup_examples("smol", warmup, cfg.toy.models["smol"], cfg.toy.seed, 1.0)]
     qwen = [s for _, s in warmup_examples("qwen", warmup, cfg.toy.models["qwen"], cfg.toy.seed, 1.0)]
-    assert all(" by columns: " in s and ". The answer is \\boxed{" in s for s in smol)
-    assert all(s.startswith("We work out ") and ", giving \\boxed{" in s for s in qwen)
+    # at mismatch 1 no feature is common: each is the model's own dialect's, or (exposure) the other's
+    for own, other, solutions in ((" by columns: ", "We work out ", smol), ("We work out ", " by columns: ", qwen)):
+        assert all(own in s or other in s for s in solutions)
+        assert sum(own in s for s in solutions) > 0.8 * len(solutions)
     qwen_policy = load_policy("qwen", cfg.models["qwen"])
     assert qwen_policy.prompt_text("1+2").startswith("<|im_start|>user\n1+2")
     assert type(load_policy("octo", cfg.models["octo"]).model).__name__ == "LlamaForCausalLM"
