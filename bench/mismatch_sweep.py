@@ -3,8 +3,9 @@
 For each value the embedded default is cut to P1 (GRPO n=8 of both models; GRAFT, HACPO, SGT and "w/o
 compatibility gate" on the pair; every cell at --seeds) with the world's models written in dialects 1 and 2 at that
 mismatch, and run through the workflow into a results tree of its own (resumable: a rerun skips what is done). Then
-each method's difference to GRPO n=8 on the test families, with its paired-bootstrap 95% interval, at the final and
-the validation-selected checkpoints. Prints a Markdown table; writes bench/results/mismatch_sweep.{json,md,png}.
+each method's difference to GRPO n=8 on the test families, with its paired-bootstrap 95% interval over problems and
+the difference seed by seed, at the final and the validation-selected checkpoints. Prints a Markdown table; writes
+bench/results/mismatch_sweep.{json,md,png}.
 
 Usage: python bench/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
            [--out results/mismatch_sweep] [--config config/config.yaml] [--worlds /tmp/graft-mismatch]
@@ -76,10 +77,14 @@ def deltas(config_path: Path) -> list[dict]:
                 if ours.mean is None or base.mean is None:
                     continue
                 lo, hi = ctx.bootstrap(ours, base) or (None, None)
+                # the same RL seed's two runs side by side: the spread between seeds, which the interval over
+                # problems does not hold
+                mine, theirs = (dict(zip(a.selected.seed, a.values, strict=True)) for a in (ours, base))
+                per_seed = [round(mine[k] - theirs[k], 2) for k in sorted(mine) if k in theirs]
                 rows.append(
                     {"rule": rule, "model": model, "method": method, "seeds": len(ours.selected),
                      "score": round(ours.mean, 2), "grpo_n8": round(base.mean, 2),
-                     "delta": round(ours.mean - base.mean, 2), "ci": [lo, hi]}
+                     "delta": round(ours.mean - base.mean, 2), "ci": [lo, hi], "per_seed": per_seed}
                 )  # fmt: skip
     return rows
 
@@ -113,13 +118,14 @@ def figure(rows: list[dict], path: Path) -> None:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| mismatch | checkpoint | model | method | seeds | score | GRPO n=8 | Δ | Δ 95% CI |", "|---" * 9 + "|"]
+    lines = ["| mismatch | checkpoint | model | method | seeds | score | GRPO n=8 | Δ | Δ 95% CI | Δ per seed |"]
+    lines.append("|---" * 10 + "|")
     for r in sorted(rows, key=lambda r: (r["rule"], r["model"], r["mismatch"], METHODS.index(r["method"]))):
         lo, hi = r["ci"]
         ci = "—" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
         lines.append(
             f"| {r['mismatch']:g} | {r['rule']} | {r['model']} | {r['method']} | {r['seeds']} | {r['score']:.2f} "
-            f"| {r['grpo_n8']:.2f} | {r['delta']:+.2f} | {ci} |"
+            f"| {r['grpo_n8']:.2f} | {r['delta']:+.2f} | {ci} | {' / '.join(f'{d:+.1f}' for d in r['per_seed'])} |"
         )
     return "\n".join(lines) + "\n"
 
