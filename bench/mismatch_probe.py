@@ -20,13 +20,20 @@ from pathlib import Path
 import yaml
 
 
-def build(config: dict, pair: list[str], root: Path, value: float, dialects: list[int]) -> Path:
-    """The world of one mismatch value (data and the pair's models) under ``root``; returns its config file."""
+def with_mismatch(config: dict, root: Path, value: float, dialects: dict[str, int]) -> dict:
+    """A copy of ``config`` writing into ``root``, its world at mismatch ``value`` with these models' dialects (the
+    toy settings that decide the built world; bench/mismatch_sweep.py reuses worlds made with them)."""
     config = json.loads(json.dumps(config))
     config["results"] = str(root)
     config["toy"]["mismatch"] = value
-    for name, dialect in zip(pair, dialects, strict=True):
+    for name, dialect in dialects.items():
         config["toy"]["models"][name]["dialect"] = dialect
+    return config
+
+
+def build(config: dict, pair: list[str], root: Path, value: float, dialects: list[int]) -> Path:
+    """The world of one mismatch value (data and the pair's models) under ``root``; returns its config file."""
+    config = with_mismatch(config, root, value, dict(zip(pair, dialects, strict=True)))
     path = root / "config.yaml"
     root.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -19,10 +19,10 @@ import argparse
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from mismatch_probe import with_mismatch
 
 METHODS = ("graft", "hacpo", "sgt", "graft_no_gate")
 RULES = ("final", "val_best")
@@ -31,13 +31,11 @@ DIALECTS = {"smol": 1, "qwen": 2}
 
 def world_config(base: dict, value: float, seeds: list[int], toy_seed: int, root: Path) -> dict:
     """The default cut to the sweep's cells, at one mismatch value, writing into ``root``."""
-    config = json.loads(json.dumps(base))
-    config["results"] = str(root)
+    config = with_mismatch(base, root, value, DIALECTS)
     config["models"] = {m: config["models"][m] for m in DIALECTS}
     config["pairs"] = {"P1": list(DIALECTS)}
     config["toy"]["seed"] = toy_seed
-    config["toy"]["mismatch"] = value
-    config["toy"]["models"] = {m: {**config["toy"]["models"][m], "dialect": d} for m, d in DIALECTS.items()}
+    config["toy"]["models"] = {m: config["toy"]["models"][m] for m in DIALECTS}
     config["workflow"].update(
         grpo=["grpo_n8"],
         pair_methods=[m for m in METHODS if not m.startswith("graft_")],
@@ -54,20 +52,10 @@ def world_config(base: dict, value: float, seeds: list[int], toy_seed: int, root
 def deltas(config_path: Path) -> list[dict]:
     """Each method's difference to GRPO n=8 on P1 (test families), per model and checkpoint rule."""
     from graft.config import load_config
-    from graft.report.tables import ReportContext
+    from graft.report.build import report_context
 
     cfg = load_config(config_path)
-    ctx = ReportContext.from_results(
-        Path(cfg.results),
-        list(cfg.models),
-        cfg.pairs,
-        cfg.report.paper_models,
-        list(cfg.eval.benchmarks),
-        "final",
-        pair_methods=list(cfg.workflow.pair_methods),
-        main_seeds=list(cfg.workflow.main_seeds),
-        other_seeds=list(cfg.workflow.other_seeds),
-    )
+    ctx = report_context(cfg, Path(cfg.results))
     rows = []
     for rule in RULES:
         for model in DIALECTS:
@@ -169,4 +157,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -96,21 +96,25 @@ def report_outputs(config: RunConfig, out: str | Path) -> ReportOutputs:
     )
 
 
-def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
-    """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
-    benchmarks = list(config.eval.benchmarks) if config.eval else []
-    ctx = ReportContext.from_results(
+def report_context(config: RunConfig, results: Path) -> ReportContext:
+    """The results tree loaded and seen as ``config`` sees it (its models, pairs, benchmarks, rule and seeds)."""
+    return ReportContext.from_results(
         results,
         list(config.models),
         config.pairs,
         config.report.paper_models,
-        benchmarks,
+        list(config.eval.benchmarks) if config.eval else [],
         config.report.selection,
         pair_methods=list(config.workflow.pair_methods),
         main_seeds=list(config.workflow.main_seeds),
         other_seeds=list(config.workflow.other_seeds),
         selection_runs=config.eval.selection_runs if config.eval else 0,
     )
+
+
+def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
+    """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
+    ctx = report_context(config, results)
     seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
     summary = []
     for job in _jobs(TABLES, config):
