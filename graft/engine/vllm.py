@@ -216,6 +216,7 @@ class VLLMRollout:
                 enable_sleep_mode=self.sleeps,
                 logprobs_mode="processed_logprobs",
                 worker_extension_cls="graft.engine.vllm.WeightLoader",
+                # only full KV blocks are cached: 16 tokens on GPUs, 128 on the CPU build unless block_size is given
                 enable_prefix_caching=True,
                 trust_remote_code=False,
                 seed=0,
