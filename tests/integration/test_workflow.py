@@ -245,6 +245,36 @@ def test_paper_config_dry_run_through_the_slurm_profile():
     assert counts["report"] == 1
 
 
+LOCAL_RULES = """
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        resource_settings=ResourceSettings(),
+        config_settings=ConfigSettings(configfiles=[Path(sys.argv[1])]),
+        storage_settings=StorageSettings(),
+        snakefile=Path("Snakefile"),
+        workdir=Path("."),
+    )._workflow
+    print(" ".join(sorted(workflow._localrules)))
+"""
+
+
+@pytest.mark.parametrize("on_submit_host", [True, False])
+def test_downloads_run_on_the_submitting_host_unless_the_config_says_otherwise(tmp_path, on_submit_host):
+    """``workflow.fetch_on_submit_host`` makes fetch_model and fetch_dataset local rules, so that Slurm never gets
+    a job that needs the internet (a dry run cannot show it: Snakemake prints every dry-run job as ``rule``)."""
+    config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    config.setdefault("workflow", {})["fetch_on_submit_host"] = on_submit_host
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = run(sys.executable, "-c", LOCAL_RULES, path, check=True)
+    local = out.stdout.strip().splitlines()[-1].split() if out.stdout.strip() else []
+    assert local == (["fetch_dataset", "fetch_model"] if on_submit_host else [])
+
+
 def test_snakemake_lint_and_snakefmt():
     lint = run(tool("snakemake"), "--lint")
     assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
