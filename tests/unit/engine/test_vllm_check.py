@@ -22,3 +22,11 @@ def test_the_gpu_build_without_a_gpu_is_refused_and_the_cpu_build_is_accepted(mo
         vllm.check_available()
     monkeypatch.setattr(vllm, "installed_build", lambda: "cpu")
     vllm.check_available()
+
+
+def test_an_engine_off_a_gpu_names_in_one_line_what_it_runs_without():
+    assert vllm.gpu_only_features(on_cpu=True, colocated=True) == (
+        "no CUDA graphs and no sleep mode (GPU only); the engine keeps its weights and KV cache between rollouts"
+    )
+    assert vllm.gpu_only_features(on_cpu=True, colocated=False) == "no CUDA graphs (GPU only)"
+    assert vllm.gpu_only_features(on_cpu=False, colocated=True).startswith("no sleep mode (GPU only)")
