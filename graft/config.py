@@ -389,6 +389,10 @@ class RunConfig:
                     raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
                 if toy.hidden % toy.heads:
                     raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
+                if toy.foreign_slip is not None and not 0 <= toy.foreign_slip <= 1:
+                    raise ConfigError(
+                        f"toy.models.{name}.foreign_slip: {toy.foreign_slip} is not allowed; expected 0 to 1 or null"
+                    )
                 for family, rate in toy.slip.items():
                     if family not in self.toy.families:
                         raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; toy.families: {world}")

@@ -14,7 +14,7 @@ from graft.engine.policy import Policy, prompt_format
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
-from graft.toy.dialect import rewrite
+from graft.toy.dialect import draw, is_foreign, write
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.spec import ToyModelSpec, ToySpec
 from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
@@ -69,7 +69,8 @@ def warmup_examples(
     style = random.Random(derive(seed, "warmup_dialect", name))
     # With slips, every problem comes in SLIP_VARIANTS independently slipped versions (the same count for every
     # family, so the mix holds): a model cannot memorise which problems slip, and learns the rate instead.
-    variants = SLIP_VARIANTS if any(rate > 0 for rate in spec.slip.values()) else 1
+    slipping = any(rate > 0 for rate in spec.slip.values()) or bool(spec.foreign_slip)
+    variants = SLIP_VARIANTS if slipping else 1
     total = sum(spec.mix.values())
     out = []
     for family in FAMILIES:
@@ -77,8 +78,15 @@ def warmup_examples(
         count = min(len(pool), round(spec.examples * spec.mix.get(family, 0.0) / total))
         rate = spec.slip.get(family, 0.0)
         for p in rng.sample(pool, count):
+            # slips and style are separate streams, so each keeps its sequence of draws in either order
             solutions = [slipped_solution(p, rate, slips) if rate > 0 else p.solution for _ in range(variants)]
-            out += [(p.problem, rewrite(s, spec.dialect, mismatch, style)) for s in solutions]
+            picks = [draw(spec.dialect, mismatch, style) for _ in range(variants)]
+            if spec.foreign_slip is not None:
+                solutions = [
+                    slipped_solution(p, spec.foreign_slip, slips) if is_foreign(pick, spec.dialect) else solution
+                    for solution, pick in zip(solutions, picks, strict=True)
+                ]
+            out += [(p.problem, write(s, pick)) for s, pick in zip(solutions, picks, strict=True)]
     rng.shuffle(out)
     return out
 

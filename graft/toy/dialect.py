@@ -39,23 +39,37 @@ _OPERATOR = re.compile(r"(?<=\d)([+\-*/])(?=\d)")
 _END = ", so \\boxed{"
 
 
-def rewrite(solution: str, dialect: int, mismatch: float, rng: random.Random, exposure: float = EXPOSURE) -> str:
-    """``solution`` (common text) with each feature, with probability ``mismatch``, in ``dialect``'s variant (or,
-    a share ``exposure`` of those times, another dialect's), else common; draws nothing from ``rng`` when
-    ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
+def draw(dialect: int, mismatch: float, rng: random.Random, exposure: float = EXPOSURE) -> dict[str, int]:
+    """Which variant each feature of one solution takes: with probability ``mismatch`` the model's ``dialect`` (or,
+    a share ``exposure`` of those times, another dialect), else the common writing (0). Draws nothing from ``rng``
+    when ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
     if mismatch == 0 or dialect == 0:
-        return solution
+        return dict.fromkeys(FEATURES, 0)
     others = [d for d in range(1, DIALECTS) if d != dialect]
 
-    def variant(variants: tuple[str, ...]) -> str:
+    def variant() -> int:
         if rng.random() >= mismatch:
-            return variants[0]
-        return variants[rng.choice(others)] if rng.random() < exposure else variants[dialect]
+            return 0
+        return rng.choice(others) if rng.random() < exposure else dialect
 
+    return {name: variant() for name in FEATURES}
+
+
+def is_foreign(picks: dict[str, int], dialect: int) -> bool:
+    """Whether a solution drawn for a model of ``dialect`` shows a feature of another model's dialect: a variant that
+    reads differently from both the common writing and the model's own (dialect 2's operator spacing is the common
+    one, so it never counts)."""
+    return any(FEATURES[name][v] not in (FEATURES[name][0], FEATURES[name][dialect]) for name, v in picks.items())
+
+
+def write(solution: str, picks: dict[str, int]) -> str:
+    """``solution`` (common text) with each feature in the variant ``picks`` names (its numbers and answer kept)."""
+    if not any(picks.values()):
+        return solution
     expr, rest = solution.split(": ", 1)
     end = rest.rindex(_END)
     body, answer = rest[:end], rest[end + len(_END) : -1]
-    pick = {name: variant(variants) for name, variants in FEATURES.items()}
+    pick = {name: FEATURES[name][index] for name, index in picks.items()}
 
     def operators(text: str) -> str:
         space = pick["operator_space"]
@@ -67,3 +81,9 @@ def rewrite(solution: str, dialect: int, mismatch: float, rng: random.Random, ex
         + pick["separator"].join(steps)
         + pick["conclusion"].format(n=answer)
     )
+
+
+def rewrite(solution: str, dialect: int, mismatch: float, rng: random.Random, exposure: float = EXPOSURE) -> str:
+    """``solution`` (common text) written as a model of ``dialect`` writes it in a world of ``mismatch``
+    (``draw`` then ``write``)."""
+    return write(solution, draw(dialect, mismatch, rng, exposure))

@@ -34,6 +34,10 @@ class ToyModelSpec:
     dialect: int = 0
     """How the model writes its solutions (graft.toy.dialect): 0 the common writing; 1 or 2 a dialect of its own,
     used for each feature of a warm-up solution with probability ``toy.mismatch``."""
+    foreign_slip: float | None = None
+    """Competence tied to the model's own writing: the slip rate, on every family, of a warm-up solution that has a
+    feature in another model's dialect (the ``EXPOSURE`` cases of graft.toy.dialect), so that writing like a peer
+    comes with slipping. None: such solutions slip at their family's rate (the worlds before it existed)."""
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,10 @@ def base() -> dict:
             "toy.models.smol.dialect: 3 is not allowed; expected 0 to 2",
         ),
         (
+            lambda c: c["toy"]["models"]["qwen"].update(foreign_slip=-0.1),
+            "toy.models.qwen.foreign_slip: -0.1 is not allowed; expected 0 to 1 or null",
+        ),
+        (
             lambda c: c["models"]["smol"].update(chat=True),
             "models.smol.chat_template: a toy tokenizer ships no chat template; set one",
         ),

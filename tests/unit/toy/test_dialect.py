@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from graft.engine.reward import last_boxed
 from graft.toy.dialect import DIALECTS, FEATURES, rewrite
-from graft.toy.task import FAMILIES, _operands, make_problem, slipped_solution
+from graft.toy.task import FAMILIES, _operands, _space, make_problem, slipped_solution
 
 HAND = [
     (1, "358 + 67 by columns: 8 + 7 is 15; 5 + 6 + 1 is 12; 3 + 1 is 4. The answer is \\boxed{425}"),
@@ -68,3 +68,46 @@ def test_exposure_is_the_share_of_non_common_features_in_another_dialect():
     own = sum(bool(re.search(r" is \d", w)) for w in written) / len(written)
     other = sum(bool(re.search(r" -> \d", w)) for w in written) / len(written)  # dialect 2's equals
     assert abs(own - 0.8 * 0.9) < 0.03 and abs(other - 0.8 * 0.1) < 0.015
+
+
+def _warmup(foreign_slip, slip=0.0):
+    from graft.toy.build import warmup_examples
+    from graft.toy.spec import ToyModelSpec
+
+    pool = [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
+    spec = ToyModelSpec(
+        "qwen3", "gpt2_regex", 300, 32, 2, 2, mix={"add": 1.0}, steps=1, examples=300, slip={"add": slip},
+        dialect=1, foreign_slip=foreign_slip,
+    )  # fmt: skip
+    answers = {p.problem: p.answer for p in pool}
+    return [(text, last_boxed(text) == answers[problem]) for problem, text in warmup_examples("m", pool, spec, 0, 0.8)]
+
+
+def test_foreign_slip_makes_writing_like_a_peer_come_with_slipping():
+    """With foreign_slip 1 every solution that has a feature of the other dialect (" -> " for equals, " and " as
+    separator, "We work out", "giving") slips at every point, and none of the others does."""
+    foreign = re.compile(r" -> |\d and \d|We work out|giving")
+    examples = _warmup(1.0)
+    assert len(examples) == 300 * 8
+    with_foreign = [right for text, right in examples if foreign.search(text)]
+    own = [right for text, right in examples if not foreign.search(text)]
+    assert 0.05 < len(with_foreign) / len(examples) < 0.5
+    assert not any(with_foreign) and all(own)
+
+
+def test_without_foreign_slip_the_warm_up_is_the_one_before_it_existed():
+    """The warm-up as it was written before foreign_slip (all slips drawn, then every solution rewritten, from two
+    separate streams), reproduced here: the same examples in the same order."""
+    from graft.seeding import derive
+    from graft.toy.build import SLIP_VARIANTS
+    from graft.toy.dialect import rewrite
+
+    pool = [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
+    rng, slips, style = random.Random(0), random.Random(derive(0, "warmup_slips", "m")), None
+    style = random.Random(derive(0, "warmup_dialect", "m"))
+    before = []
+    for p in rng.sample(pool, 300):
+        solutions = [slipped_solution(p, 0.3, slips) for _ in range(SLIP_VARIANTS)]
+        before += [(p.problem, rewrite(s, 1, 0.8, style)) for s in solutions]
+    rng.shuffle(before)
+    assert [text for text, _ in _warmup(None, slip=0.3)] == [text for _, text in before]
