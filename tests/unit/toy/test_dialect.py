@@ -70,11 +70,16 @@ def test_exposure_is_the_share_of_non_common_features_in_another_dialect():
     assert abs(own - 0.8 * 0.9) < 0.03 and abs(other - 0.8 * 0.1) < 0.015
 
 
+def _add_pool() -> list:
+    """300 level-2 addition problems, each with a carry to slip."""
+    return [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
+
+
 def _warmup(foreign_slip, slip=0.0):
     from graft.toy.build import warmup_examples
     from graft.toy.spec import ToyModelSpec
 
-    pool = [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
+    pool = _add_pool()
     spec = ToyModelSpec(
         "qwen3", "gpt2_regex", 300, 32, 2, 2, mix={"add": 1.0}, steps=1, examples=300, slip={"add": slip},
         dialect=1, foreign_slip=foreign_slip,
@@ -102,11 +107,11 @@ def test_without_foreign_slip_the_warm_up_is_the_one_before_it_existed():
     from graft.toy.build import SLIP_VARIANTS
     from graft.toy.dialect import rewrite
 
-    pool = [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
-    rng, slips, style = random.Random(0), random.Random(derive(0, "warmup_slips", "m")), None
+    rng = random.Random(0)
+    slips = random.Random(derive(0, "warmup_slips", "m"))
     style = random.Random(derive(0, "warmup_dialect", "m"))
     before = []
-    for p in rng.sample(pool, 300):
+    for p in rng.sample(_add_pool(), 300):
         solutions = [slipped_solution(p, 0.3, slips) for _ in range(SLIP_VARIANTS)]
         before += [(p.problem, rewrite(s, 1, 0.8, style)) for s in solutions]
     rng.shuffle(before)
