@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from graft.errors import ConfigError
-from graft.toy.dialect import DIALECTS
+from graft.toy.dialect import DIALECTS, UNITS
 from graft.toy.spec import ToySpec
 from graft.typed_config import from_dict
 
@@ -369,6 +369,10 @@ class RunConfig:
                 raise ConfigError(f"toy.min_slip_points: {self.toy.min_slip_points} is not allowed; expected 1 or more")
             if not 0 <= self.toy.mismatch <= 1:
                 raise ConfigError(f"toy.mismatch: {self.toy.mismatch} is not allowed; expected 0 to 1")
+            if self.toy.mismatch_unit not in UNITS:
+                raise ConfigError(
+                    f"toy.mismatch_unit: {self.toy.mismatch_unit!r} is not allowed; expected one of {', '.join(UNITS)}"
+                )
             world = ", ".join(self.toy.families)
             for name, toy in self.toy.models.items():
                 if name not in self.models:

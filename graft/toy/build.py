@@ -60,10 +60,16 @@ SLIP_VARIANTS = 8
 
 
 def warmup_examples(
-    name: str, warmup: list[ToyProblem], spec: ToyModelSpec, seed: int, mismatch: float = 0.0
+    name: str,
+    warmup: list[ToyProblem],
+    spec: ToyModelSpec,
+    seed: int,
+    mismatch: float = 0.0,
+    mismatch_unit: str = "feature",
 ) -> list[tuple[str, str]]:
     """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``, each solution
-    written in the model's dialect to the degree ``mismatch`` (graft.toy.dialect)."""
+    written in the model's dialect to the degree ``mismatch``, feature by feature or solution by solution
+    (``mismatch_unit``; graft.toy.dialect)."""
     rng = random.Random(seed)
     slips = random.Random(derive(seed, "warmup_slips", name))
     style = random.Random(derive(seed, "warmup_dialect", name))
@@ -80,7 +86,7 @@ def warmup_examples(
         for p in rng.sample(pool, count):
             # slips and style are separate streams, so each keeps its sequence of draws in either order
             solutions = [slipped_solution(p, rate, slips) if rate > 0 else p.solution for _ in range(variants)]
-            picks = [draw(spec.dialect, mismatch, style) for _ in range(variants)]
+            picks = [draw(spec.dialect, mismatch, style, unit=mismatch_unit) for _ in range(variants)]
             if spec.foreign_slip is not None:
                 solutions = [
                     slipped_solution(p, spec.foreign_slip, slips) if is_foreign(pick, spec.dialect) else solution
@@ -100,11 +106,12 @@ def build_toy_model(
     seed: int,
     log=None,
     mismatch: float = 0.0,
+    mismatch_unit: str = "feature",
 ) -> dict:
     """Tokenizer trained from scratch on this model's warm-up text, a fresh model, the warm-up; saved atomically
     with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses, seconds)."""
     start = time.perf_counter()
-    examples = warmup_examples(name, warmup, spec, seed, mismatch)
+    examples = warmup_examples(name, warmup, spec, seed, mismatch, mismatch_unit)
     fmt = prompt_format(model_spec)
     texts = [fmt.template.replace("{problem}", problem) + solution for problem, solution in examples]
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
@@ -170,6 +177,7 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
                 toy.seed,
                 progress,
                 toy.mismatch,
+                toy.mismatch_unit,
             )
             summary[model] = info
             log("toy_model", **info)

@@ -64,3 +64,7 @@ class ToySpec:
     """Cross-model mismatch, 0 to 1: the chance that each feature of a warm-up solution (header, operator spacing,
     equals sign, separator, conclusion) is written in the model's ``dialect`` instead of the common writing. 0: all
     models write alike (no mismatch); 1: each writes only its own dialect."""
+    mismatch_unit: str = "feature"
+    """What ``mismatch`` is drawn for: "feature" (each feature on its own, so most dialect solutions mix both
+    writings) or "solution" (a whole solution in the common writing or in the model's dialect, so a peer's response
+    is either plain to the receiver or foreign throughout; graft.toy.dialect.UNITS)."""

@@ -112,6 +112,10 @@ def base() -> dict:
         (lambda c: c["toy"].update(min_slip_points=0), "toy.min_slip_points: 0 is not allowed; expected 1 or more"),
         (lambda c: c["toy"].update(mismatch=1.5), "toy.mismatch: 1.5 is not allowed; expected 0 to 1"),
         (
+            lambda c: c["toy"].update(mismatch_unit="word"),
+            "toy.mismatch_unit: 'word' is not allowed; expected one of feature, solution",
+        ),
+        (
             lambda c: c["toy"]["models"]["smol"].update(dialect=3),
             "toy.models.smol.dialect: 3 is not allowed; expected 0 to 2",
         ),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.engine.reward import last_boxed
-from graft.toy.dialect import DIALECTS, FEATURES, rewrite
+from graft.toy.dialect import DIALECTS, FEATURES, draw, rewrite
 from graft.toy.task import FAMILIES, _operands, _space, make_problem, slipped_solution
 
 HAND = [
@@ -116,3 +116,27 @@ def test_without_foreign_slip_the_warm_up_is_the_one_before_it_existed():
         before += [(p.problem, rewrite(s, 1, 0.8, style)) for s in solutions]
     rng.shuffle(before)
     assert [text for text, _ in _warmup(None, slip=0.3)] == [text for _, text in before]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, DIALECTS - 1), st.floats(0.01, 1), st.integers(0, 2**16))
+def test_a_solution_unit_writes_a_whole_solution_in_one_writing(dialect, mismatch, seed):
+    rng = random.Random(seed)
+    for _ in range(20):
+        picks = set(draw(dialect, mismatch, rng, exposure=0.0, unit="solution").values())
+        assert picks in ({0}, {dialect})
+
+
+def test_a_solution_unit_puts_the_mismatch_share_of_solutions_in_the_dialect():
+    rng = random.Random(0)
+    picks = [draw(2, 0.3, rng, unit="solution") for _ in range(4000)]
+    in_dialect = [p for p in picks if any(p.values())]
+    assert 0.27 < len(in_dialect) / len(picks) < 0.33
+    # inside a dialect solution the exposure share is still drawn feature by feature
+    foreign = sum(v == 1 for p in in_dialect for v in p.values()) / (len(in_dialect) * len(FEATURES))
+    assert 0.03 < foreign < 0.07
+
+
+def test_an_unknown_unit_is_refused_by_name():
+    with pytest.raises(ValueError, match="'word' is not allowed; expected one of feature, solution"):
+        draw(1, 0.5, random.Random(0), unit="word")
