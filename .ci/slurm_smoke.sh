@@ -18,9 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ! command -v slurmctld >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
-fi
+bash .ci/slurm_packages.sh
 mkdir -p /run/munge && chown munge:munge /run/munge
 runuser -u munge -- /usr/sbin/munged
 node=$(slurmd -C | head -1 | sed 's/NodeName=[^ ]*/NodeName=localhost NodeAddr=127.0.0.1/')
