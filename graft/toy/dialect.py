@@ -51,10 +51,10 @@ def draw(
     a share ``exposure`` of those times, another dialect), else the common writing (0); with ``unit`` "solution"
     that chance is drawn once for the whole solution, and the exposure share still feature by feature. Draws
     nothing from ``rng`` when ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
-    if mismatch == 0 or dialect == 0:
-        return dict.fromkeys(FEATURES, 0)
     if unit not in UNITS:
         raise ValueError(f"dialect unit {unit!r} is not allowed; expected one of {', '.join(UNITS)}")
+    if mismatch == 0 or dialect == 0:
+        return dict.fromkeys(FEATURES, 0)
     others = [d for d in range(1, DIALECTS) if d != dialect]
 
     def own_or_other() -> int:
