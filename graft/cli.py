@@ -247,15 +247,19 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     tree = ResultsTree(args.results)
     if args.check is not None:
         expected = digest.read_record(args.check)  # refused before hashing anything
+        models = digest.checked_models(expected, args.models)
         found = digest.record(tree, method, cell, int(seed))
-        lines = digest.differences(expected, found)
+        lines = digest.differences(expected, found, models)
         for line in lines:
             print(f"digest: {line}", file=sys.stderr)
         if lines:
             print(f"digest: {digest.settings_hint(expected, found)}", file=sys.stderr)
             return 1
-        print(f"digest: {args.results} reproduces {args.check} (toy world and {method}/{cell}/seed{seed})")
+        world = "toy world" if args.models is None else f"toy data, models {', '.join(models)}"
+        print(f"digest: {args.results} reproduces {args.check} ({world} and {method}/{cell}/seed{seed})")
         return 0
+    if args.models is not None:
+        raise ConfigError("--models goes with --check; a record (--write) holds every built toy model")
     write_text(args.write, json.dumps(digest.record(tree, method, cell, int(seed)), indent=1) + "\n")
     _log_event("digest", out=str(args.write))
     return 0
@@ -391,6 +395,11 @@ def _add_evaluation(sub) -> None:
     what = dig.add_mutually_exclusive_group(required=True)
     what.add_argument("--write", type=Path, help="write the record here")
     what.add_argument("--check", type=Path, help="compare with this record; exit 1 and name each difference")
+    dig.add_argument(
+        "--models",
+        type=lambda text: [name for name in text.split(",") if name],
+        help="with --check: compare only these toy models, comma-separated (default: all the record's)",
+    )
     dig.set_defaults(func=_cmd_digest)
 
 

@@ -117,14 +117,27 @@ def _metric_differences(expected: list[dict], found: list[dict]) -> list[str]:
     return []
 
 
-def differences(expected: dict, found: dict) -> list[str]:
+def checked_models(expected: dict, names: list[str] | None) -> list[str]:
+    """The toy models a check compares: ``names`` (each must be in the record), or all the record's."""
+    recorded = sorted(expected["toy"]["models"])
+    if names is None:
+        return recorded
+    unknown = [name for name in names if name not in recorded]
+    if unknown or not names:
+        raise ConfigError(f"--models: {', '.join(unknown) or 'none given'}; the record's models: {', '.join(recorded)}")
+    return sorted(names)
+
+
+def differences(expected: dict, found: dict, models: list[str] | None = None) -> list[str]:
     """One line per differing thing, most telling first: data, model weights (with the tensors that moved and
-    their norms), metrics (the first differing row), evaluations (pass@1 per benchmark)."""
+    their norms), metrics (the first differing row), evaluations (pass@1 per benchmark). ``models``: compare only
+    these toy models (``checked_models``), for a tree that built only some of them."""
     lines = []
     for path in sorted(set(expected["toy"]["data"]) | set(found["toy"]["data"])):
         if expected["toy"]["data"].get(path) != found["toy"]["data"].get(path):
             lines.append(f"toy/data/{path}: different bytes (the data is integer arithmetic: check the toy: section)")
-    for model in sorted(set(expected["toy"]["models"]) | set(found["toy"]["models"])):
+    compared = set(expected["toy"]["models"]) | set(found["toy"]["models"]) if models is None else set(models)
+    for model in sorted(compared):
         want, got = expected["toy"]["models"].get(model), found["toy"]["models"].get(model)
         if want is None or got is None:
             lines.append(f"toy/models/{model}: {'not expected' if want is None else 'missing'}")

@@ -148,3 +148,26 @@ def test_a_malformed_cell_argument_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["digest", "--results", str(tmp_path), "--cell", "grpo_n8/smol", "--check", "x"])
     assert "is not <method>/<cell>/seed<S>" in capsys.readouterr().err
+
+
+def test_a_check_of_some_models_ignores_the_others_and_refuses_unknown_names(tmp_path, capsys):
+    tree = make_tree(tmp_path / "t")
+    other = tree.toy / "models" / "o"
+    other.mkdir()
+    save_file({"c.weight": torch.zeros(2)}, other / "model.safetensors")
+    (other / "tokenizer.json").write_text("{}")
+    expected = rec(tree)
+    (other / "model.safetensors").unlink()  # a tree that built only model m
+    found = rec(tree)
+    assert digest.differences(expected, found) == ["toy/models/o: missing"]
+    assert digest.differences(expected, found, digest.checked_models(expected, ["m"])) == []
+    weights = load_file(tree.toy / "models" / "m" / "model.safetensors")
+    save_file({k: v + 1 for k, v in weights.items()}, tree.toy / "models" / "m" / "model.safetensors")
+    assert digest.differences(expected, rec(tree), ["m"])[0].startswith("toy/models/m/model.safetensors")
+    with pytest.raises(ConfigError, match="--models: x; the record's models: m, o"):
+        digest.checked_models(expected, ["m", "x"])
+    record = tmp_path / "record.json"
+    argv = ["digest", "--results", str(tree.root), "--cell", "grpo_n8/m/seed0"]
+    assert main([*argv, "--write", str(record), "--models", "m"]) == 2
+    assert "--models goes with --check" in capsys.readouterr().err
+    assert not record.exists()
