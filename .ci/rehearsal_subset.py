@@ -2,8 +2,8 @@
 (toy_data, toy_model, resolve_methods, train, evaluate_base, evaluate_run, reevaluate_selected, report) within
 CI's time: pair P2 only (Qwen3's and the Llama decoder's architectures; SmolLM3's runs in vLLM's engine tests,
 tests/integration/test_vllm_engine.py), GRPO n=8 for each of its models and GRAFT on P2 (one seed), no
-baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover), and 2
-re-evaluations of each selected checkpoint instead of 5.
+baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover), and 1
+re-evaluation of each selected checkpoint instead of 5 (the smoke config runs 2).
 
 Usage: python .ci/rehearsal_subset.py OUT.yaml [--config config/rehearsal.yaml]
 """
@@ -30,7 +30,7 @@ def main() -> None:
     config["workflow"].update(
         grpo=["grpo_n8"], pair_methods=["graft"], replay=False, ablations=[], main_seeds=[0], other_seeds=[0]
     )
-    config["eval"]["selection_runs"] = 2
+    config["eval"]["selection_runs"] = 1
     args.out.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
