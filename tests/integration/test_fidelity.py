@@ -99,11 +99,11 @@ def test_auto_recomputes_only_when_the_sampler_is_not_the_training_model(forced_
 def test_hacpo_official_minibatches_source_logprobs_and_truncation(forced_world, tmp_path, monkeypatch):
     seen = capture_minibatches(monkeypatch)
     limit = 6
-    t = shifted_trainer(forced_world, tmp_path / "run", "hacpo", "recompute", max_response_tokens=limit)
+    # the paper's 4 updates: 4 prompts x (8 own + 8 peer) responses, own first, two own-only then two peer-only
+    t = shifted_trainer(forced_world, tmp_path / "run", "hacpo", "recompute", max_response_tokens=limit, minibatches=4)
     rows = t.step(0)
     for model in "AB":
         mbs = [mb for mb in seen if mb["model"] == model]
-        # 4 prompts x (8 own + 8 peer) responses, own first: two own-only updates, then two peer-only ones
         assert [mb["index"] for mb in mbs] == [0, 1, 2, 3]
         assert [{r.is_peer for r in mb["rows"]} for mb in mbs] == [{False}, {False}, {True}, {True}]
         assert all(len(mb["rows"]) == 16 for mb in mbs)
@@ -116,6 +116,23 @@ def test_hacpo_official_minibatches_source_logprobs_and_truncation(forced_world,
     gen_means = sorted(stored.mean_logprob(g, i) for g in range(len(stored.prompt_ids)) for i in range(stored.n))
     src_means = sorted(r.src_mean_ll for r in b_peer)
     assert src_means == pytest.approx([m - SHIFT for m in gen_means], abs=1e-4)
+
+
+def test_hacpo_makes_the_runs_update_count_like_every_method(forced_world, tmp_path, monkeypatch):
+    """HACPO's 64-prompt minibatches of a 128-prompt step are the paper's 4 updates, not a fixed 4: at the run's 2
+    it makes one own-only and one peer-only update, as many as GRAFT (and GRPO, whose preset takes the same count)."""
+    seen = capture_minibatches(monkeypatch)
+    for method in ("hacpo", "graft"):
+        seen.clear()
+        t = shifted_trainer(forced_world, tmp_path / method, method, "recompute")
+        assert t.cfg.train.minibatches == 2
+        t.step(0)
+        for model in "AB":
+            mbs = [mb for mb in seen if mb["model"] == model]
+            assert [mb["index"] for mb in mbs] == [0, 1], method
+            if method == "hacpo":
+                assert [{r.is_peer for r in mb["rows"]} for mb in mbs] == [{False}, {True}]
+                assert [len(mb["rows"]) for mb in mbs] == [32, 32]
 
 
 def test_a_fully_gated_prompt_leaves_no_group_and_the_update_count_stays(forced_world, tmp_path, monkeypatch):

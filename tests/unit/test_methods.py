@@ -16,7 +16,6 @@ HACPO_UPDATE = {
     "update": "hacpo",
     "gate": "none",
     "kl_coef": 1e-3,
-    "minibatches": 4,
     "order": "self_first",
 }
 SGT_UPDATE = {"transfer": "one_success", "keep_own": True, "update": "nll", "gate": "none", "order": "prompt"}
