@@ -15,6 +15,7 @@ import yaml
 from graft.errors import ConfigError
 from graft.toy.dialect import DIALECTS, UNITS
 from graft.toy.spec import ToySpec
+from graft.toy.task import SLIP_UNITS
 from graft.typed_config import from_dict
 
 
@@ -372,6 +373,10 @@ class RunConfig:
             if self.toy.mismatch_unit not in UNITS:
                 raise ConfigError(
                     f"toy.mismatch_unit: {self.toy.mismatch_unit!r} is not allowed; expected one of {', '.join(UNITS)}"
+                )
+            if self.toy.slip_unit not in SLIP_UNITS:
+                raise ConfigError(
+                    f"toy.slip_unit: {self.toy.slip_unit!r} is not allowed; expected one of {', '.join(SLIP_UNITS)}"
                 )
             world = ", ".join(self.toy.families)
             for name, toy in self.toy.models.items():

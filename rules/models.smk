@@ -23,10 +23,11 @@ if TOY:
                     # the RL learning rate is no part of the build
                     {k: v for k, v in config["models"][wc.model].items() if k != "lr"},
                     config["toy"]["seed"],
-                    # the world's mismatch decides how each model writes (absent: 0, as before it existed)
+                    # the world settings that decide how each model writes and slips (absent: the defaults,
+                    # as before they existed)
                     *(
-                        [config["toy"]["mismatch"]]
-                        if "mismatch" in config["toy"]
+                        [{k: config["toy"][k] for k in WRITING if k in config["toy"]}]
+                        if any(k in config["toy"] for k in WRITING)
                         else []
                     ),
                 ],

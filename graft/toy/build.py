@@ -66,10 +66,12 @@ def warmup_examples(
     seed: int,
     mismatch: float = 0.0,
     mismatch_unit: str = "feature",
+    slip_unit: str = "point",
 ) -> list[tuple[str, str]]:
     """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``, each solution
-    written in the model's dialect to the degree ``mismatch``, feature by feature or solution by solution
-    (``mismatch_unit``; graft.toy.dialect)."""
+    slipped point by point or whole (``slip_unit``; graft.toy.task.slipped_solution) and written in the model's
+    dialect to the degree ``mismatch``, feature by feature or solution by solution (``mismatch_unit``;
+    graft.toy.dialect)."""
     rng = random.Random(seed)
     slips = random.Random(derive(seed, "warmup_slips", name))
     style = random.Random(derive(seed, "warmup_dialect", name))
@@ -85,11 +87,15 @@ def warmup_examples(
         rate = spec.slip.get(family, 0.0)
         for p in rng.sample(pool, count):
             # slips and style are separate streams, so each keeps its sequence of draws in either order
-            solutions = [slipped_solution(p, rate, slips) if rate > 0 else p.solution for _ in range(variants)]
+            solutions = [
+                slipped_solution(p, rate, slips, slip_unit) if rate > 0 else p.solution for _ in range(variants)
+            ]
             picks = [draw(spec.dialect, mismatch, style, unit=mismatch_unit) for _ in range(variants)]
             if spec.foreign_slip is not None:
                 solutions = [
-                    slipped_solution(p, spec.foreign_slip, slips) if is_foreign(pick, spec.dialect) else solution
+                    slipped_solution(p, spec.foreign_slip, slips, slip_unit)
+                    if is_foreign(pick, spec.dialect)
+                    else solution
                     for solution, pick in zip(solutions, picks, strict=True)
                 ]
             out += [(p.problem, write(s, pick)) for s, pick in zip(solutions, picks, strict=True)]
@@ -107,11 +113,12 @@ def build_toy_model(
     log=None,
     mismatch: float = 0.0,
     mismatch_unit: str = "feature",
+    slip_unit: str = "point",
 ) -> dict:
     """Tokenizer trained from scratch on this model's warm-up text, a fresh model, the warm-up; saved atomically
     with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses, seconds)."""
     start = time.perf_counter()
-    examples = warmup_examples(name, warmup, spec, seed, mismatch, mismatch_unit)
+    examples = warmup_examples(name, warmup, spec, seed, mismatch, mismatch_unit, slip_unit)
     fmt = prompt_format(model_spec)
     texts = [fmt.template.replace("{problem}", problem) + solution for problem, solution in examples]
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
@@ -178,6 +185,7 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
                 progress,
                 toy.mismatch,
                 toy.mismatch_unit,
+                toy.slip_unit,
             )
             summary[model] = info
             log("toy_model", **info)

@@ -68,3 +68,7 @@ class ToySpec:
     """What ``mismatch`` is drawn for: "feature" (each feature on its own, so most dialect solutions mix both
     writings) or "solution" (a whole solution in the common writing or in the model's dialect, so a peer's response
     is either plain to the receiver or foreign throughout; graft.toy.dialect.UNITS)."""
+    slip_unit: str = "point"
+    """What each model's ``slip`` rates draw for: "point" (each carry or borrow on its own, so a wrong warm-up
+    solution is usually right but for one step) or "solution" (every point of a solution slips or none does, a
+    misconception applied throughout; graft.toy.task.SLIP_UNITS)."""

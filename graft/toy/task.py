@@ -268,10 +268,21 @@ _ANSWER: dict[str, Callable[..., int]] = {
 }
 
 
-def slipped_solution(problem: ToyProblem, rate: float, rng: random.Random) -> str:
+SLIP_UNITS = ("point", "solution")
+"""What a slip rate draws for: each slip point on its own (a careless model: a wrong solution is usually right but
+for one step) or a whole solution (a misconception: a wrong solution makes the same mistake at every step)."""
+
+
+def slipped_solution(problem: ToyProblem, rate: float, rng: random.Random, unit: str = "point") -> str:
     """The problem's worked solution with each slip point (a carry, a borrow, a remainder, a partial product)
-    slipped with probability ``rate``: the procedure as a model that has half-learned it writes it, ending in the
-    answer that procedure gives. ``rate`` 0 is the correct solution."""
+    slipped with probability ``rate``, or, with ``unit`` "solution", every point slipped with that probability and
+    none otherwise: the procedure as a model that has half-learned it writes it, ending in the answer that
+    procedure gives. ``rate`` 0 is the correct solution."""
+    if unit == "solution":
+        slipping = rng.random() < rate
+        return _SOLVERS[problem.family](*problem.operands, slip=lambda: slipping)
+    if unit != "point":
+        raise ValueError(f"slip unit {unit!r} is not allowed; expected one of {', '.join(SLIP_UNITS)}")
     return _SOLVERS[problem.family](*problem.operands, slip=lambda: rng.random() < rate)
 
 

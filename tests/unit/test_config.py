@@ -116,6 +116,10 @@ def base() -> dict:
             "toy.mismatch_unit: 'word' is not allowed; expected one of feature, solution",
         ),
         (
+            lambda c: c["toy"].update(slip_unit="column"),
+            "toy.slip_unit: 'column' is not allowed; expected one of point, solution",
+        ),
+        (
             lambda c: c["toy"]["models"]["smol"].update(dialect=3),
             "toy.models.smol.dialect: 3 is not allowed; expected 0 to 2",
         ),
