@@ -59,7 +59,7 @@ def test_a_misconception_is_wrong_at_every_step_and_carelessness_at_some():
     misconception = slipped_solution(problem, 1.0, random.Random(0), unit="solution")
     assert misconception == "478+59: 8+9 = 17, 7+5 = 12, 4 = 4, so \\boxed{427}"
     careless = {slipped_solution(problem, 0.5, random.Random(s)) for s in range(40)}
-    assert "478+59: 8+9 = 17, 7+5+1 = 13, 4 = 4, so \\boxed{437}" in careless  # the second carry kept, not the first
+    assert "478+59: 8+9 = 17, 7+5+1 = 13, 4 = 4, so \\boxed{437}" in careless  # first carry kept, second slipped
     with pytest.raises(ValueError, match="slip unit 'column' is not allowed; expected one of point, solution"):
         slipped_solution(problem, 0.5, random.Random(0), unit="column")
 
