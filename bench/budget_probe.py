@@ -99,10 +99,7 @@ def main() -> None:
     print(f"{'model':<6} {'micro-batches':>13} {'ms/step':>8} {'real/padded':>11}")
     for name in config.toy.models:
         policy = load_policy(name, config.models[name], tree.toy / "models" / name)
-        toy = config.toy
-        examples = warmup_examples(
-            name, warmup, toy.models[name], toy.seed, toy.mismatch, toy.mismatch_unit, toy.slip_unit
-        )
+        examples = warmup_examples(name, warmup, config.toy)
         encoded = [
             (policy.encode(policy.prompt_text(p)), policy.tokenizer(s)["input_ids"] + [policy.eos_token_id])
             for p, s in examples

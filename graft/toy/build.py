@@ -16,7 +16,7 @@ from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
 from graft.toy.dialect import draw, is_foreign, write
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
-from graft.toy.spec import ToyModelSpec, ToySpec
+from graft.toy.spec import ToySpec
 from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
 from graft.toy.warmup import warm_up
 
@@ -59,19 +59,13 @@ def read_problems(path: Path) -> list[ToyProblem]:
 SLIP_VARIANTS = 8
 
 
-def warmup_examples(
-    name: str,
-    warmup: list[ToyProblem],
-    spec: ToyModelSpec,
-    seed: int,
-    mismatch: float = 0.0,
-    mismatch_unit: str = "feature",
-    slip_unit: str = "point",
-) -> list[tuple[str, str]]:
-    """``spec.examples`` distinct warm-up problems, drawn per family in proportion to ``spec.mix``, each solution
-    slipped point by point or whole (``slip_unit``; graft.toy.task.slipped_solution) and written in the model's
-    dialect to the degree ``mismatch``, feature by feature or solution by solution (``mismatch_unit``;
-    graft.toy.dialect)."""
+def warmup_examples(name: str, warmup: list[ToyProblem], toy: ToySpec) -> list[tuple[str, str]]:
+    """Model ``name``'s warm-up examples in world ``toy``: ``examples`` distinct problems of its spec, drawn per
+    family in proportion to its ``mix``, each solution slipped point by point or whole (``toy.slip_unit``;
+    graft.toy.task.slipped_solution) and written in the model's dialect to the degree ``toy.mismatch``, feature by
+    feature or solution by solution (``toy.mismatch_unit``; graft.toy.dialect)."""
+    spec, seed = toy.models[name], toy.seed
+    mismatch, mismatch_unit, slip_unit = toy.mismatch, toy.mismatch_unit, toy.slip_unit
     rng = random.Random(seed)
     slips = random.Random(derive(seed, "warmup_slips", name))
     style = random.Random(derive(seed, "warmup_dialect", name))
@@ -104,21 +98,14 @@ def warmup_examples(
 
 
 def build_toy_model(
-    name: str,
-    spec: ToyModelSpec,
-    model_spec: ModelSpec,
-    warmup: list[ToyProblem],
-    out: Path,
-    seed: int,
-    log=None,
-    mismatch: float = 0.0,
-    mismatch_unit: str = "feature",
-    slip_unit: str = "point",
+    name: str, toy: ToySpec, model_spec: ModelSpec, warmup: list[ToyProblem], out: Path, log=None
 ) -> dict:
-    """Tokenizer trained from scratch on this model's warm-up text, a fresh model, the warm-up; saved atomically
-    with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses, seconds)."""
+    """Toy model ``name`` of world ``toy``: a tokenizer trained from scratch on its warm-up text, a fresh model, the
+    warm-up; saved atomically with ``save_pretrained``. Returns a summary (parameters, tokens per character, losses,
+    seconds)."""
     start = time.perf_counter()
-    examples = warmup_examples(name, warmup, spec, seed, mismatch, mismatch_unit, slip_unit)
+    spec, seed = toy.models[name], toy.seed
+    examples = warmup_examples(name, warmup, toy)
     fmt = prompt_format(model_spec)
     texts = [fmt.template.replace("{problem}", problem) + solution for problem, solution in examples]
     tokenizer = build_tokenizer(texts, spec.pre_tokenizer, spec.vocab_size)
@@ -175,18 +162,7 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
             progress = lambda step, loss, model=model, of=of: log(  # noqa: E731
                 "warmup", model=model, step=step, of=of, loss=round(loss, 4)
             )
-            info = build_toy_model(
-                model,
-                toy.models[model],
-                config.models[model],
-                warmup,
-                root / "models" / model,
-                toy.seed,
-                progress,
-                toy.mismatch,
-                toy.mismatch_unit,
-                toy.slip_unit,
-            )
+            info = build_toy_model(model, toy, config.models[model], warmup, root / "models" / model, progress)
             summary[model] = info
             log("toy_model", **info)
     return summary

@@ -176,8 +176,8 @@ def test_a_world_with_mismatch_chat_prompts_and_a_llama_model_builds(tiny_toy, t
     assert main(["toy", "build", "--config", str(path)]) == 0
     cfg = load_config(path)
     warmup = read_problems(tmp_path / "toy" / "data" / "warmup.jsonl")
-    smol = [s for _, s in warmup_examples("smol", warmup, cfg.toy.models["smol"], cfg.toy.seed, 1.0)]
-    qwen = [s for _, s in warmup_examples("qwen", warmup, cfg.toy.models["qwen"], cfg.toy.seed, 1.0)]
+    smol = [s for _, s in warmup_examples("smol", warmup, cfg.toy)]
+    qwen = [s for _, s in warmup_examples("qwen", warmup, cfg.toy)]
     # at mismatch 1 no feature is common: each is the model's own dialect's, or (exposure) the other's
     for own, other, solutions in ((" by columns: ", "We work out ", smol), ("We work out ", " by columns: ", qwen)):
         assert all(own in s or other in s for s in solutions)

@@ -77,15 +77,16 @@ def _add_pool() -> list:
 
 def _warmup(foreign_slip, slip=0.0):
     from graft.toy.build import warmup_examples
-    from graft.toy.spec import ToyModelSpec
+    from graft.toy.spec import ToyModelSpec, ToySpec
 
     pool = _add_pool()
     spec = ToyModelSpec(
         "qwen3", "gpt2_regex", 300, 32, 2, 2, mix={"add": 1.0}, steps=1, examples=300, slip={"add": slip},
         dialect=1, foreign_slip=foreign_slip,
     )  # fmt: skip
+    world = ToySpec(models={"m": spec}, seed=0, mismatch=0.8)
     answers = {p.problem: p.answer for p in pool}
-    return [(text, last_boxed(text) == answers[problem]) for problem, text in warmup_examples("m", pool, spec, 0, 0.8)]
+    return [(text, last_boxed(text) == answers[problem]) for problem, text in warmup_examples("m", pool, world)]
 
 
 def test_foreign_slip_makes_writing_like_a_peer_come_with_slipping():
