@@ -396,6 +396,11 @@ class RunConfig:
                     raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; toy.families: {world}")
                 if any(v < 0 for v in toy.mix.values()) or sum(toy.mix.values()) <= 0:
                     raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
+                if not 1 <= toy.micro_batches <= toy.batch_size:
+                    raise ConfigError(
+                        f"toy.models.{name}.micro_batches: {toy.micro_batches} is not allowed; expected 1 to "
+                        f"batch_size ({toy.batch_size})"
+                    )
                 if toy.hidden % toy.heads:
                     raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
                 if toy.foreign_slip is not None and not 0 <= toy.foreign_slip <= 1:

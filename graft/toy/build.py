@@ -117,7 +117,9 @@ def build_toy_model(
     arch = ToyArch(spec.arch, spec.pre_tokenizer, spec.vocab_size, spec.hidden, spec.layers, spec.heads)
     model = build_model(arch, tokenizer, seed=seed)
     policy = Policy(name, model, tokenizer, fmt)
-    losses = warm_up(policy, examples, spec.steps, spec.batch_size, spec.lr, seed, log=log)
+    losses = warm_up(
+        policy, examples, spec.steps, spec.batch_size, spec.lr, seed, log=log, micro_batches=spec.micro_batches
+    )
     tmp = begin_dir(out)
     save(model, tokenizer, tmp)
     commit_dir(tmp, out)

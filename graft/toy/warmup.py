@@ -21,10 +21,13 @@ def warm_up(
     lr: float = 2e-3,
     seed: int = 0,
     log=None,
+    micro_batches: int = 1,
 ) -> list[float]:
     """Train on (problem, solution) pairs for ``steps`` AdamW steps; returns the loss per step.
 
-    Batches are drawn with a seeded ``random.Random``; the learning rate decays linearly to 10%.
+    Batches are drawn with a seeded ``random.Random``; the learning rate decays linearly to 10%. Each batch runs
+    as ``micro_batches`` forward passes over its examples sorted by length (less padding), each pass's loss
+    divided by the whole batch's token count, so the gradient is the whole batch's.
     """
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -39,15 +42,32 @@ def warm_up(
     losses = []
     for step in range(steps):
         batch = [encoded[rng.randrange(len(encoded))] for _ in range(batch_size)]
-        logp, mask = response_logprobs(model, [p for p, _ in batch], [r for _, r in batch], policy.pad_token_id)
-        loss = -(logp * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = nll_backward(model, batch, micro_batches, policy.pad_token_id)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
+        losses.append(loss)
         if log is not None and (step + 1) % 50 == 0:
             log(step + 1, losses[-1])
     model.eval()
     return losses
+
+
+def nll_backward(model, batch: list[tuple[list[int], list[int]]], micro_batches: int, pad_token_id: int) -> float:
+    """Backward of the batch's token-mean NLL over the response tokens; returns that loss.
+
+    One pass keeps the batch's order (the worlds built before ``micro_batches`` existed); more passes take the
+    examples in length order, cut into near-equal parts."""
+    if micro_batches > 1:
+        batch = sorted(batch, key=lambda example: len(example[0]) + len(example[1]))
+    tokens = sum(len(response) for _, response in batch)
+    size = -(-len(batch) // micro_batches)
+    total = 0.0
+    for start in range(0, len(batch), size):
+        part = batch[start : start + size]
+        logp, mask = response_logprobs(model, [p for p, _ in part], [r for _, r in part], pad_token_id)
+        loss = -(logp * mask).sum() / tokens
+        loss.backward()
+        total += loss.item()
+    return total

@@ -128,6 +128,10 @@ def base() -> dict:
             "toy.models.qwen.foreign_slip: -0.1 is not allowed; expected 0 to 1 or null",
         ),
         (
+            lambda c: c["toy"]["models"]["smol"].update(micro_batches=9),
+            "toy.models.smol.micro_batches: 9 is not allowed; expected 1 to batch_size (8)",
+        ),
+        (
             lambda c: c["models"]["smol"].update(chat=True),
             "models.smol.chat_template: a toy tokenizer ships no chat template; set one",
         ),
