@@ -225,8 +225,8 @@ class WorkflowSpec:
     """Evaluate checkpoints inside the training job as they are saved (CPU: saves a process start and a model
     load per cell); False: one evaluation job per cell, e.g. on one GPU while training holds a node."""
     build_threads: int = 2
-    """CPU threads per toy-model build. On 2 cores two 0.6M-parameter warm-ups (hidden 128) side by side at 1 thread each
-    (0.25 s per step each) get through more steps than one at a time at 2 threads (0.16 s per step)."""
+    """CPU threads per toy-model build. On 2 cores two warm-ups side by side at 1 thread each (0.25 s per step each,
+    0.6M parameters) get through more steps than one at a time at 2 threads (0.16 s per step)."""
     gpu_hours_per_step: float = 0.0
     """Estimated GPU-hours of one n=8 training step of one model, for ``graft plan`` (0 on the CPU default)."""
     fetch_on_submit_host: bool = True
