@@ -27,11 +27,12 @@ from pathlib import Path
 import torch
 
 from graft.config import load_config
-from graft.engine.policy import load_policy, response_logprobs
+from graft.engine.policy import load_policy
 from graft.engine.rollout import HFRollout
 from graft.methods import get_method
 from graft.results import ResultsTree, write_text
 from graft.toy.build import read_problems, warmup_examples
+from graft.toy.warmup import length_parts, nll_backward
 from graft.train import update
 from graft.train.request import TrainRequest
 from graft.train.trainer import Trainer
@@ -49,16 +50,12 @@ def warmup_ms(policy, encoded, steps: int, parts: int) -> tuple[float, float]:
         if step == 5:  # the first steps (allocator, kernel selection) are not timed
             real = padded = 0
             start = time.perf_counter()
-        batch = sorted((encoded[rng.randrange(len(encoded))] for _ in range(64)), key=lambda e: len(e[0]) + len(e[1]))
-        total = sum(len(r) for _, r in batch)
+        cut = length_parts([encoded[rng.randrange(len(encoded))] for _ in range(64)], parts)
+        lengths = [[len(p) + len(r) for p, r in part] for part in cut]
+        real += sum(map(sum, lengths))
+        padded += sum(max(part) * len(part) for part in lengths)
         optimizer.zero_grad(set_to_none=True)
-        size = len(batch) // parts
-        for i in range(0, len(batch), size):
-            part = batch[i : i + size]
-            lengths = [len(p) + len(r) for p, r in part]
-            real, padded = real + sum(lengths), padded + max(lengths) * len(part)
-            logp, mask = response_logprobs(model, [p for p, _ in part], [r for _, r in part], policy.pad_token_id)
-            (-(logp * mask).sum() / total).backward()
+        nll_backward(model, cut, policy.pad_token_id)
         optimizer.step()
     return 1000 * (time.perf_counter() - start) / steps, real / padded
 

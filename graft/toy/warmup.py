@@ -6,6 +6,7 @@ warmed-up model answers in the format the grader reads and stops.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import torch
@@ -43,7 +44,7 @@ def warm_up(
     for step in range(steps):
         batch = [encoded[rng.randrange(len(encoded))] for _ in range(batch_size)]
         optimizer.zero_grad(set_to_none=True)
-        loss = nll_backward(model, batch, micro_batches, policy.pad_token_id)
+        loss = nll_backward(model, length_parts(batch, micro_batches), policy.pad_token_id)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -54,18 +55,22 @@ def warm_up(
     return losses
 
 
-def nll_backward(model, batch: list[tuple[list[int], list[int]]], micro_batches: int, pad_token_id: int) -> float:
-    """Backward of the batch's token-mean NLL over the response tokens; returns that loss.
-
-    One pass keeps the batch's order (the worlds built before ``micro_batches`` existed); more passes take the
-    examples in length order, cut into near-equal parts."""
-    if micro_batches > 1:
+def length_parts(batch: list[tuple[list[int], list[int]]], parts: int) -> list[list[tuple[list[int], list[int]]]]:
+    """``batch`` cut into ``parts`` near-equal forward passes (1 <= parts <= len(batch)). One part keeps the batch's
+    order (the worlds built before ``micro_batches`` existed); more take the examples in length order, so each pass
+    pads less."""
+    if parts > 1:
         batch = sorted(batch, key=lambda example: len(example[0]) + len(example[1]))
-    tokens = sum(len(response) for _, response in batch)
-    size = -(-len(batch) // micro_batches)
+    bounds = [len(batch) * i // parts for i in range(parts + 1)]
+    return [batch[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def nll_backward(model, parts: list[list[tuple[list[int], list[int]]]], pad_token_id: int) -> float:
+    """Backward of the token-mean NLL over the response tokens of all ``parts`` together (one batch), one forward
+    pass per part, each divided by the whole batch's token count; returns that loss."""
+    tokens = sum(len(response) for part in parts for _, response in part)
     total = 0.0
-    for start in range(0, len(batch), size):
-        part = batch[start : start + size]
+    for part in parts:
         logp, mask = response_logprobs(model, [p for p, _ in part], [r for _, r in part], pad_token_id)
         loss = -(logp * mask).sum() / tokens
         loss.backward()

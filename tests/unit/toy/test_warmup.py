@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from graft.toy.models import ToyArch, build_model, build_tokenizer
-from graft.toy.warmup import nll_backward
+from graft.toy.warmup import length_parts, nll_backward
 
 
 def _batch(tokenizer, size: int, seed: int) -> list[tuple[list[int], list[int]]]:
@@ -24,8 +24,19 @@ def _batch(tokenizer, size: int, seed: int) -> list[tuple[list[int], list[int]]]
 
 def _grads(model, batch, parts: int, pad: int) -> tuple[float, list[torch.Tensor]]:
     model.zero_grad(set_to_none=True)
-    loss = nll_backward(model, batch, parts, pad)
+    loss = nll_backward(model, length_parts(batch, parts), pad)
     return loss, [p.grad.clone() for p in model.parameters()]
+
+
+def test_length_parts_are_as_many_as_asked_near_equal_and_sorted():
+    batch = [([0] * (i % 5), [1] * (i % 3)) for i in range(13)]
+    assert length_parts(batch, 1) == [batch]
+    for parts in (2, 3, 7, 13):
+        cut = length_parts(batch, parts)
+        assert len(cut) == parts and {len(c) for c in cut} <= {13 // parts, -(-13 // parts)}
+        flat = [e for c in cut for e in c]
+        assert sorted(flat) == sorted(batch)
+        assert [len(p) + len(r) for p, r in flat] == sorted(len(p) + len(r) for p, r in batch)
 
 
 @pytest.mark.parametrize("parts", [2, 3, 7])
