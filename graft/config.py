@@ -194,6 +194,10 @@ def _ablation_presets() -> list[str]:
     return [name for name, p in PRESETS.items() if p.table in ("2a", "2b", "F")]
 
 
+MAIN_METHODS = ("grpo_n8", "graft")
+"""The main comparison's presets, which train ``main_seeds``."""
+
+
 @dataclass(frozen=True)
 class WorkflowSpec:
     """Which cells the workflow runs (DESIGN.md section 6); every cell is one output path."""
@@ -219,6 +223,9 @@ class WorkflowSpec:
     """Seeds of the main comparison: grpo_n8 and graft."""
     other_seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds of every other cell."""
+    method_seeds: dict[str, list[int]] = field(default_factory=dict)
+    """Seeds of particular presets (or ``replay``) in place of main_seeds / other_seeds, e.g. ``{grpo_n32: [0]}``
+    to keep a costly baseline at one seed while the others run three."""
     threads: int = 1
     """CPU threads per training or evaluation job (the CPU default runs such jobs side by side)."""
     eval_in_train: bool = False
@@ -236,6 +243,13 @@ class WorkflowSpec:
     """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
     (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
+
+    def seeds_of(self, method: str) -> list[int]:
+        """The seeds ``method`` trains with: its ``method_seeds`` entry, else main_seeds for grpo_n8 and graft,
+        else other_seeds."""
+        if method in self.method_seeds:
+            return self.method_seeds[method]
+        return self.main_seeds if method in MAIN_METHODS else self.other_seeds
 
 
 @dataclass(frozen=True)
@@ -348,6 +362,16 @@ class RunConfig:
         for name in w.baseline_pairs or []:
             if name not in self.pairs:
                 raise ConfigError(f"workflow.baseline_pairs: unknown pair {name!r}; pairs: {', '.join(self.pairs)}")
+        scheduled = {*w.grpo, *w.pair_methods, *w.ablations, *(["replay"] if w.replay else [])}
+        for name, seeds in w.method_seeds.items():
+            if name not in scheduled:
+                raise ConfigError(
+                    f"workflow.method_seeds: {name!r} is not scheduled; allowed: {', '.join(sorted(scheduled))}"
+                )
+            if not seeds or len(set(seeds)) != len(seeds) or any(not isinstance(k, int) or k < 0 for k in seeds):
+                raise ConfigError(
+                    f"workflow.method_seeds.{name}: {seeds} is not allowed; expected distinct seeds >= 0, at least one"
+                )
         if w.ablation_pair is not None and w.ablation_pair not in self.pairs:
             raise ConfigError(
                 f"workflow.ablation_pair: unknown pair {w.ablation_pair!r}; pairs: {', '.join(self.pairs)}"

@@ -35,31 +35,28 @@ class TrainingCell:
 
 def training_cells(cfg: RunConfig) -> list[TrainingCell]:
     w = cfg.workflow
-    if not set(w.other_seeds) <= set(w.main_seeds) and w.replay:
-        raise ConfigError("workflow.other_seeds: replay needs the peer's grpo_n8 run, so use seeds of main_seeds")
+    if w.replay and not set(w.seeds_of("replay")) <= set(w.main_seeds):
+        raise ConfigError("workflow: replay needs the peer's grpo_n8 run, so its seeds must be of main_seeds")
     baseline_models = set(cfg.models if w.baseline_models is None else w.baseline_models)
     baseline_pairs = set(cfg.pairs if w.baseline_pairs is None else w.baseline_pairs)
     cells = []
     for model in cfg.models:
         for method in w.grpo:
-            if method == "grpo_n8":
-                cells += [TrainingCell(method, model, s, (model,)) for s in w.main_seeds]
-            elif model in baseline_models:
-                cells += [TrainingCell(method, model, s, (model,)) for s in w.other_seeds]
+            if method == "grpo_n8" or model in baseline_models:
+                cells += [TrainingCell(method, model, s, (model,)) for s in w.seeds_of(method)]
     for pair, (a, b) in cfg.pairs.items():
         for method in w.pair_methods:
-            if method == "graft":
-                cells += [TrainingCell(method, pair, s, (a, b)) for s in w.main_seeds]
-            elif pair in baseline_pairs:
-                cells += [TrainingCell(method, pair, s, (a, b)) for s in w.other_seeds]
+            if method == "graft" or pair in baseline_pairs:
+                cells += [TrainingCell(method, pair, s, (a, b)) for s in w.seeds_of(method)]
         if w.replay and pair in baseline_pairs:
             for receiver, peer in ((a, b), (b, a)):
                 cells += [
-                    TrainingCell("replay", replay_cell(receiver, peer), s, (receiver,), peer) for s in w.other_seeds
+                    TrainingCell("replay", replay_cell(receiver, peer), s, (receiver,), peer)
+                    for s in w.seeds_of("replay")
                 ]
     if cfg.pairs and w.ablations:
         pair = w.ablation_pair or next(iter(cfg.pairs))
-        cells += [TrainingCell(m, pair, s, tuple(cfg.pairs[pair])) for m in w.ablations for s in w.other_seeds]
+        cells += [TrainingCell(m, pair, s, tuple(cfg.pairs[pair])) for m in w.ablations for s in w.seeds_of(m)]
     for c in cells:
         get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
     return cells

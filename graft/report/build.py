@@ -108,6 +108,7 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
         pair_methods=list(config.workflow.pair_methods),
         main_seeds=list(config.workflow.main_seeds),
         other_seeds=list(config.workflow.other_seeds),
+        method_seeds={m: list(s) for m, s in config.workflow.method_seeds.items()},
         selection_runs=config.eval.selection_runs if config.eval else 0,
     )
 
@@ -115,7 +116,8 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
 def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
     """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
     ctx = report_context(config, results)
-    seeds = sorted(set(config.workflow.main_seeds) | set(config.workflow.other_seeds))
+    w = config.workflow
+    seeds = sorted({*w.main_seeds, *w.other_seeds, *(k for s in w.method_seeds.values() for k in s)})
     summary = []
     for job in _jobs(TABLES, config):
         table: Table = job.make(ctx, seeds)

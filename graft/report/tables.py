@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from graft.config import MAIN_METHODS
 from graft.methods import PRESETS
 from graft.report.load import AVERAGE, RUN, VALIDATION, Results, load
 from graft.report.paper import GPU_HOURS_PAIR1, paper_average, paper_table4
@@ -40,6 +41,8 @@ class ReportContext:
     """Seeds of the main comparison (grpo_n8, graft); the first is the paper's "first run" (Table 1)."""
     other_seeds: list[int] = field(default_factory=lambda: [0])
     """Seeds of every other cell."""
+    method_seeds: dict[str, list[int]] = field(default_factory=dict)
+    """workflow.method_seeds: presets trained with other seeds than main_seeds / other_seeds."""
     selection_runs: int = 0
     """eval.selection_runs: re-evaluations of each selected checkpoint (0: scored by the selecting run)."""
     checkpoints: pd.DataFrame = field(init=False)
@@ -94,10 +97,11 @@ class ReportContext:
     def seed_note(self) -> str:
         """Which cells average which seeds, for captions of tables that set them side by side."""
         main, other = self.main_seeds, self.other_seeds
+        apart = "".join(f"; {method} seeds {seeds}" for method, seeds in self.method_seeds.items())
         if main == other:
-            return f"every cell averages seeds {main}"
+            return f"every cell averages seeds {main}{apart}"
         return (
-            f"GRPO n=8 and GRAFT average seeds {main}, every other cell seeds {other}: "
+            f"GRPO n=8 and GRAFT average seeds {main}, every other cell seeds {other}{apart}: "
             f"rows of {len(other)} seed(s) stand beside means of {len(main)}"
         )
 
@@ -123,13 +127,10 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-MAIN_METHODS = ("grpo_n8", "graft")
-"""The cells every main seed trains; the others train ``other_seeds``."""
-
-
 def _first_seed(ctx: ReportContext, method: str) -> int:
-    """The seed of a method's first training run: the first main seed for GRPO n=8 and GRAFT, else the first
-    other seed."""
+    """The seed of a method's first training run (the first of the seeds the workflow trains it with)."""
+    if method in ctx.method_seeds:
+        return ctx.method_seeds[method][0]
     return (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,23 @@ def test_baseline_models_and_pairs_limit_only_the_baselines():
     assert some == {("grpo_n32", first_model), ("hacpo", first_pair), *replays}
 
 
+def test_method_seeds_set_one_presets_seeds_and_leave_the_rest():
+    raw = yaml.safe_load(Path("config/smoke.yaml").read_text())
+    raw["workflow"].update(
+        grpo=["grpo_n8", "grpo_n32"], pair_methods=["graft", "hacpo"], replay=True, main_seeds=[0, 1, 2]
+    )
+    raw["workflow"].update(other_seeds=[0, 1, 2], method_seeds={"grpo_n32": [0], "replay": [1]})
+    seeds = {}
+    for c in training_cells(config_from_dict(raw)):
+        seeds.setdefault(c.method, set()).add(c.seed)
+    assert seeds.pop("grpo_n32") == {0}
+    assert seeds.pop("replay") == {1}
+    assert all(s == {0, 1, 2} for s in seeds.values()), seeds
+    raw["workflow"].update(method_seeds={"replay": [5]})
+    with pytest.raises(ConfigError, match="replay needs the peer's grpo_n8 run"):
+        training_cells(config_from_dict(raw))
+
+
 def test_paper_scale_matches_the_slurm_profile():
     """One process per GPU: the training job's GPUs are the processes torchrun starts."""
     cfg = load_config("config/paper.yaml")
@@ -106,6 +124,14 @@ def base() -> dict:
         (lambda c: c["workflow"].update(grpo=["grpo_n64"]), "workflow.grpo: unknown preset 'grpo_n64'"),
         (lambda c: c["workflow"].update(baseline_pairs=["P9"]), "workflow.baseline_pairs: unknown pair 'P9'"),
         (lambda c: c["workflow"].update(baseline_models=["gpt5"]), "workflow.baseline_models: unknown model 'gpt5'"),
+        (
+            lambda c: c["workflow"].update(method_seeds={"grpo_n64": [0]}),
+            "workflow.method_seeds: 'grpo_n64' is not scheduled; allowed: ",
+        ),
+        (
+            lambda c: c["workflow"].update(method_seeds={"graft": [1, 1]}),
+            "workflow.method_seeds.graft: [1, 1] is not allowed; expected distinct seeds >= 0, at least one",
+        ),
         (lambda c: c["toy"].update(families=["add", "pow"]), "toy.families: unknown family 'pow'"),
         (lambda c: c["toy"].update(families=["add", "add"]), "toy.families: families must be distinct"),
         (lambda c: c["toy"].update(level2_share=1.5), "toy.level2_share: 1.5 is not allowed; expected 0 to 1"),
@@ -145,7 +171,7 @@ def base() -> dict:
 def test_bad_fields_are_refused_with_one_line(change, message):
     config = base()
     change(config)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
         config_from_dict(config)
     assert "\n" not in str(err.value)
 
