@@ -15,6 +15,7 @@ from graft.cli import main
 from graft.report.stats import paired_bootstrap
 from graft.report.tables import (
     ReportContext,
+    _first_seed,
     table1,
     table2,
     table4,
@@ -327,3 +328,12 @@ def test_passk_table_from_the_samples(tree):
     grpo_b = row(t, "grpo_n8", "B", "B")
     # b1 0; b2 [[1, 0], [0, 0]]: pass@1 25, pass@2 50 -> averages 12.5 and 25
     assert grpo_b[4] == pytest.approx(12.5) and grpo_b[5] == pytest.approx(25.0)
+
+
+def test_method_seeds_set_a_presets_first_run_and_the_captions_name_them(tree):
+    ctx = ReportContext.from_results(
+        tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], other_seeds=[0],
+        method_seeds={"grpo_n8": [1], "hacpo": [2, 3]},
+    )  # fmt: skip
+    assert [_first_seed(ctx, m) for m in ("grpo_n8", "graft", "hacpo", "sgt")] == [1, 0, 2, 0]
+    assert "; grpo_n8 seeds [1]; hacpo seeds [2, 3]" in ctx.seed_note()
