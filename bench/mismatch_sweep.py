@@ -9,8 +9,9 @@ bench/results/mismatch_sweep.{json,md,png}.
 
 Usage: python bench/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
            [--out results/mismatch_sweep] [--config config/config.yaml] [--worlds /tmp/graft-mismatch]
-About 40 minutes per value on 2 cores (two warm-ups, 18 training cells). --worlds takes the toy worlds that
-bench/mismatch_probe.py built (DIR/<value>/toy, the same settings at toy seed 0) instead of building them again.
+About 20 minutes per value on 2 cores (two warm-ups, 18 training cells; 75 for the four defaults in session 21).
+--worlds takes the toy worlds that bench/mismatch_probe.py built (DIR/<value>/toy, the same settings at toy seed 0)
+instead of building them again.
 """
 
 from __future__ import annotations
