@@ -45,9 +45,9 @@ def comparisons(cfg) -> list[tuple[str, str, str, str, str, str, float | None]]:
     for pair, members in cfg.pairs.items():
         rows += [(f"2 GRAFT works ({pair})", m, "graft", pair, "grpo_n8", m, MIN_GAIN) for m in members]
     w = cfg.workflow
-    pair = w.ablation_pair or next(iter(cfg.pairs))
+    pair = cfg.ablations_pair()
     ranked = [m for m in RANKED if m in w.pair_methods or m in w.ablations]
-    for m in cfg.pairs[pair]:
+    for m in cfg.pairs.get(pair, []):
         rows += [(f"3 above {NAMES[x]} ({pair})", m, "graft", pair, x, pair, 0.0) for x in ranked]
         if "grpo_n32" in w.grpo:
             rows.append((f"- vs GRPO n=32 ({pair})", m, "graft", pair, "grpo_n32", m, None))

@@ -198,6 +198,16 @@ MAIN_METHODS = ("grpo_n8", "graft")
 """The main comparison's presets, which train ``main_seeds``."""
 
 
+def preset_seeds(
+    method: str, main_seeds: list[int], other_seeds: list[int], method_seeds: dict[str, list[int]]
+) -> list[int]:
+    """The seeds ``method`` trains with: its ``method_seeds`` entry, else main_seeds for grpo_n8 and graft, else
+    other_seeds (the workflow's plan and the report's "first run" both ask this)."""
+    if method in method_seeds:
+        return method_seeds[method]
+    return main_seeds if method in MAIN_METHODS else other_seeds
+
+
 @dataclass(frozen=True)
 class WorkflowSpec:
     """Which cells the workflow runs (DESIGN.md section 6); every cell is one output path."""
@@ -245,11 +255,8 @@ class WorkflowSpec:
     (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
     def seeds_of(self, method: str) -> list[int]:
-        """The seeds ``method`` trains with: its ``method_seeds`` entry, else main_seeds for grpo_n8 and graft,
-        else other_seeds."""
-        if method in self.method_seeds:
-            return self.method_seeds[method]
-        return self.main_seeds if method in MAIN_METHODS else self.other_seeds
+        """The seeds ``method`` trains with (``preset_seeds``)."""
+        return preset_seeds(method, self.main_seeds, self.other_seeds, self.method_seeds)
 
 
 @dataclass(frozen=True)
@@ -297,6 +304,10 @@ class RunConfig:
     workflow: WorkflowSpec = field(default_factory=WorkflowSpec)
     report: ReportSpec = field(default_factory=ReportSpec)
     logging: LoggingSpec = field(default_factory=LoggingSpec)
+
+    def ablations_pair(self) -> str | None:
+        """The pair the ablations run on: workflow.ablation_pair, else the first pair (None without pairs)."""
+        return self.workflow.ablation_pair or next(iter(self.pairs), None)
 
     def __post_init__(self) -> None:
         t = self.train

@@ -54,9 +54,9 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
                     TrainingCell("replay", replay_cell(receiver, peer), s, (receiver,), peer)
                     for s in w.seeds_of("replay")
                 ]
-    if cfg.pairs and w.ablations:
-        pair = w.ablation_pair or next(iter(cfg.pairs))
-        cells += [TrainingCell(m, pair, s, tuple(cfg.pairs[pair])) for m in w.ablations for s in w.seeds_of(m)]
+    ablated = cfg.ablations_pair()
+    if ablated is not None and w.ablations:
+        cells += [TrainingCell(m, ablated, s, tuple(cfg.pairs[ablated])) for m in w.ablations for s in w.seeds_of(m)]
     for c in cells:
         get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
     return cells

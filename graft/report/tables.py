@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from graft.config import MAIN_METHODS
+from graft.config import preset_seeds
 from graft.methods import PRESETS
 from graft.report.load import AVERAGE, RUN, VALIDATION, Results, load
 from graft.report.paper import GPU_HOURS_PAIR1, paper_average, paper_table4
@@ -129,9 +129,7 @@ def _delta(a: float | None, b: float | None) -> float | None:
 
 def _first_seed(ctx: ReportContext, method: str) -> int:
     """The seed of a method's first training run (the first of the seeds the workflow trains it with)."""
-    if method in ctx.method_seeds:
-        return ctx.method_seeds[method][0]
-    return (ctx.main_seeds if method in MAIN_METHODS else ctx.other_seeds)[0]
+    return preset_seeds(method, ctx.main_seeds, ctx.other_seeds, ctx.method_seeds)[0]
 
 
 def _first_run(ctx: ReportContext, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
