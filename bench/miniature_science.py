@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from graft.config import load_config
+from graft.report.build import report_context
 from graft.report.tables import ReportContext
 from graft.results import ResultsTree, write_text
 
@@ -99,9 +100,7 @@ def main() -> int:
     if not ResultsTree(results).eval_root.is_dir():
         print(f"no evaluations under {results}; run the workflow first: snakemake --cores 2 all", file=sys.stderr)
         return 2
-    benchmarks = list(cfg.eval.benchmarks) if cfg.eval else []
-    ctx = ReportContext.from_results(results, list(cfg.models), cfg.pairs, cfg.report.paper_models, benchmarks)
-    rows = evaluate_claims(ctx, cfg)
+    rows = evaluate_claims(report_context(cfg, results), cfg)
     toy_seed = cfg.toy.seed if cfg.toy else "-"
     print(f"results {results} (toy seed {toy_seed}), gain needed {MIN_GAIN} points (claims 1-2)")
     head = f"{'claim':<28} {'model':<6} {'checkpoint':<10} {'ours':>6} {'base':>6} {'diff':>6}"
