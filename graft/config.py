@@ -199,13 +199,31 @@ MAIN_METHODS = ("grpo_n8", "graft")
 
 
 def preset_seeds(
-    method: str, main_seeds: list[int], other_seeds: list[int], method_seeds: dict[str, list[int]]
+    method: str,
+    main_seeds: list[int],
+    other_seeds: list[int],
+    method_seeds: dict[str, list[int]],
+    cell_seeds: dict[str, list[int]] | None = None,
+    cell: str | None = None,
+    models: tuple[str, ...] = (),
 ) -> list[int]:
-    """The seeds ``method`` trains with: its ``method_seeds`` entry, else main_seeds for grpo_n8 and graft, else
-    other_seeds (the workflow's plan and the report's "first run" both ask this)."""
+    """The seeds ``method`` trains with on ``cell`` (a model, a pair, or a replay cell training ``models``): the
+    cell's ``cell_seeds`` entry, for a one-model cell (GRPO, replay) else its model's; else the method's
+    ``method_seeds`` entry; else main_seeds for grpo_n8 and graft, other_seeds for the rest. The workflow's
+    plan and the report's "first run" both ask this."""
+    cell_seeds = cell_seeds or {}
+    keys = [cell] + (list(models) if len(models) == 1 else [])
+    for key in keys:
+        if key in cell_seeds:
+            return cell_seeds[key]
     if method in method_seeds:
         return method_seeds[method]
     return main_seeds if method in MAIN_METHODS else other_seeds
+
+
+def _check_seeds(where: str, seeds: list[int]) -> None:
+    if not seeds or len(set(seeds)) != len(seeds) or any(not isinstance(k, int) or k < 0 for k in seeds):
+        raise ConfigError(f"{where}: {seeds} is not allowed; expected distinct seeds >= 0, at least one")
 
 
 @dataclass(frozen=True)
@@ -236,6 +254,10 @@ class WorkflowSpec:
     method_seeds: dict[str, list[int]] = field(default_factory=dict)
     """Seeds of particular presets (or ``replay``) in place of main_seeds / other_seeds, e.g. ``{grpo_n32: [0]}``
     to keep a costly baseline at one seed while the others run three."""
+    cell_seeds: dict[str, list[int]] = field(default_factory=dict)
+    """Seeds of every cell of particular models or pairs, whatever the method, in place of the above (a model's
+    entry covers its GRPO and replay cells, a pair's its co-training cells), e.g. ``{P2: [0], P3: [0], octo: [0]}``
+    to spend the seeds on the pair whose comparisons the claims make."""
     threads: int = 1
     """CPU threads per training or evaluation job (the CPU default runs such jobs side by side)."""
     eval_in_train: bool = False
@@ -254,9 +276,9 @@ class WorkflowSpec:
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
     (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
-    def seeds_of(self, method: str) -> list[int]:
-        """The seeds ``method`` trains with (``preset_seeds``)."""
-        return preset_seeds(method, self.main_seeds, self.other_seeds, self.method_seeds)
+    def seeds_of(self, method: str, cell: str | None = None, models: tuple[str, ...] = ()) -> list[int]:
+        """The seeds ``method`` trains with on ``cell`` (``preset_seeds``)."""
+        return preset_seeds(method, self.main_seeds, self.other_seeds, self.method_seeds, self.cell_seeds, cell, models)
 
 
 @dataclass(frozen=True)
@@ -379,10 +401,14 @@ class RunConfig:
                 raise ConfigError(
                     f"workflow.method_seeds: {name!r} is not scheduled; allowed: {', '.join(sorted(scheduled))}"
                 )
-            if not seeds or len(set(seeds)) != len(seeds) or any(not isinstance(k, int) or k < 0 for k in seeds):
+            _check_seeds(f"workflow.method_seeds.{name}", seeds)
+        for name, seeds in w.cell_seeds.items():
+            if name not in self.models and name not in self.pairs:
                 raise ConfigError(
-                    f"workflow.method_seeds.{name}: {seeds} is not allowed; expected distinct seeds >= 0, at least one"
+                    f"workflow.cell_seeds: {name!r} is neither a model nor a pair; allowed: "
+                    f"{', '.join([*self.models, *self.pairs])}"
                 )
+            _check_seeds(f"workflow.cell_seeds.{name}", seeds)
         if w.ablation_pair is not None and w.ablation_pair not in self.pairs:
             raise ConfigError(
                 f"workflow.ablation_pair: unknown pair {w.ablation_pair!r}; pairs: {', '.join(self.pairs)}"

@@ -35,31 +35,44 @@ class TrainingCell:
 
 def training_cells(cfg: RunConfig) -> list[TrainingCell]:
     w = cfg.workflow
-    if w.replay and not set(w.seeds_of("replay")) <= set(w.main_seeds):
-        raise ConfigError("workflow: replay needs the peer's grpo_n8 run, so its seeds must be of main_seeds")
     baseline_models = set(cfg.models if w.baseline_models is None else w.baseline_models)
     baseline_pairs = set(cfg.pairs if w.baseline_pairs is None else w.baseline_pairs)
     cells = []
+
+    def add(method: str, cell: str, models: tuple[str, ...], peer: str | None = None) -> None:
+        cells.extend(TrainingCell(method, cell, s, models, peer) for s in w.seeds_of(method, cell, models))
+
     for model in cfg.models:
         for method in w.grpo:
             if method == "grpo_n8" or model in baseline_models:
-                cells += [TrainingCell(method, model, s, (model,)) for s in w.seeds_of(method)]
+                add(method, model, (model,))
     for pair, (a, b) in cfg.pairs.items():
         for method in w.pair_methods:
             if method == "graft" or pair in baseline_pairs:
-                cells += [TrainingCell(method, pair, s, (a, b)) for s in w.seeds_of(method)]
+                add(method, pair, (a, b))
         if w.replay and pair in baseline_pairs:
             for receiver, peer in ((a, b), (b, a)):
-                cells += [
-                    TrainingCell("replay", replay_cell(receiver, peer), s, (receiver,), peer)
-                    for s in w.seeds_of("replay")
-                ]
+                add("replay", replay_cell(receiver, peer), (receiver,), peer)
     ablated = cfg.ablations_pair()
-    if ablated is not None and w.ablations:
-        cells += [TrainingCell(m, ablated, s, tuple(cfg.pairs[ablated])) for m in w.ablations for s in w.seeds_of(m)]
+    if ablated is not None:
+        for method in w.ablations:
+            add(method, ablated, tuple(cfg.pairs[ablated]))
+    stored = {(c.cell, c.seed) for c in cells if c.method == "grpo_n8"}
     for c in cells:
+        if c.peer is not None and (c.peer, c.seed) not in stored:
+            raise ConfigError(
+                f"workflow: replay cell {c.cell} seed {c.seed} needs {c.peer}'s grpo_n8 run of seed {c.seed}, which"
+                f" is not planned; give replay (method_seeds) or {c.models[0]} (cell_seeds) seeds that {c.peer}'s"
+                " grpo_n8 trains"
+            )
         get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
     return cells
+
+
+def base_seeds(cfg: RunConfig, model: str) -> list[int]:
+    """Seeds of the base model's evaluations (the seed samples the responses): those of its GRPO n=8 cells, the
+    runs that it is compared with."""
+    return cfg.workflow.seeds_of("grpo_n8", model, (model,))
 
 
 def checkpoint_steps(cfg: RunConfig) -> list[int]:
@@ -82,7 +95,7 @@ def describe(cfg: RunConfig, source: str) -> str:
     from collections import Counter
 
     cells = training_cells(cfg)
-    base = len(cfg.models) * len(cfg.workflow.main_seeds)  # the base model, once per main seed
+    base = sum(len(base_seeds(cfg, model)) for model in cfg.models)
     evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + base
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
     lines.append(f"{'method':<30} {'cells':>5}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from graft.config import config_from_dict
-from graft.plan import checkpoint_steps, training_cells
+from graft.plan import base_seeds, checkpoint_steps, training_cells
 from graft.preflight import slurm_problem
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
@@ -79,11 +79,9 @@ def train_inputs(wc):
 
 
 def all_eval_outputs():
-    """The base model's evaluations (one per model and main seed) and one evaluation directory per training
-    cell."""
-    files = [
-        str(TREE.base_eval(m, s)) for m in CFG.models for s in CFG.workflow.main_seeds
-    ]
+    """The base model's evaluations (one per model and seed of its GRPO n=8 cells) and one evaluation directory
+    per training cell."""
+    files = [str(TREE.base_eval(m, s)) for m in CFG.models for s in base_seeds(CFG, m)]
     files += [str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in CELLS.values()]
     if SELECTION_RUNS:
         files += [

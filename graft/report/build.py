@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
+from graft.plan import training_cells
 from graft.report.figures import figure1, figure3a, figure3b, figure_dynamics
 from graft.report.table import Table
 from graft.report.tables import (
@@ -109,6 +110,7 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
         main_seeds=list(config.workflow.main_seeds),
         other_seeds=list(config.workflow.other_seeds),
         method_seeds={m: list(s) for m, s in config.workflow.method_seeds.items()},
+        cell_seeds={c: list(s) for c, s in config.workflow.cell_seeds.items()},
         selection_runs=config.eval.selection_runs if config.eval else 0,
     )
 
@@ -116,8 +118,7 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
 def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
     """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
     ctx = report_context(config, results)
-    w = config.workflow
-    seeds = sorted({*w.main_seeds, *w.other_seeds, *(k for s in w.method_seeds.values() for k in s)})
+    seeds = sorted({cell.seed for cell in training_cells(config)})
     summary = []
     for job in _jobs(TABLES, config):
         table: Table = job.make(ctx, seeds)

@@ -43,6 +43,8 @@ class ReportContext:
     """Seeds of every other cell."""
     method_seeds: dict[str, list[int]] = field(default_factory=dict)
     """workflow.method_seeds: presets trained with other seeds than main_seeds / other_seeds."""
+    cell_seeds: dict[str, list[int]] = field(default_factory=dict)
+    """workflow.cell_seeds: models and pairs whose every cell trains these seeds."""
     selection_runs: int = 0
     """eval.selection_runs: re-evaluations of each selected checkpoint (0: scored by the selecting run)."""
     checkpoints: pd.DataFrame = field(init=False)
@@ -94,16 +96,21 @@ class ReportContext:
             return f"{chosen}, scored by the mean of {self.selection_runs} re-evaluations with fresh seeds"
         return f"{chosen}, scored by the evaluation that selected it (eval.selection_runs: 0, biased upward)"
 
+    def seed_plan(self) -> str:
+        """Which cells train which seeds (workflow.main_seeds, other_seeds, method_seeds, cell_seeds), the later
+        entries overriding the earlier."""
+        main, other = self.main_seeds, self.other_seeds
+        plan = f"every cell seeds {main}" if main == other else f"GRPO n=8 and GRAFT seeds {main}, other cells {other}"
+        plan += "".join(f"; {method} seeds {seeds}" for method, seeds in self.method_seeds.items())
+        return plan + "".join(f"; cells of {cell} seeds {seeds}" for cell, seeds in self.cell_seeds.items())
+
     def seed_note(self) -> str:
         """Which cells average which seeds, for captions of tables that set them side by side."""
-        main, other = self.main_seeds, self.other_seeds
-        apart = "".join(f"; {method} seeds {seeds}" for method, seeds in self.method_seeds.items())
-        if main == other:
-            return f"every cell averages seeds {main}{apart}"
-        return (
-            f"GRPO n=8 and GRAFT average seeds {main}, every other cell seeds {other}{apart}: "
-            f"rows of {len(other)} seed(s) stand beside means of {len(main)}"
-        )
+        lists = (self.main_seeds, self.other_seeds, *self.method_seeds.values(), *self.cell_seeds.values())
+        counts = {len(seeds) for seeds in lists}
+        if len(counts) == 1:
+            return f"each cell averages its seeds ({self.seed_plan()})"
+        return f"each cell averages its seeds ({self.seed_plan()}): means of {sorted(counts)} seeds stand side by side"
 
     def paper(self, model: str) -> str | None:
         return self.paper_models.get(model)
@@ -127,15 +134,16 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def _first_seed(ctx: ReportContext, method: str) -> int:
-    """The seed of a method's first training run (the first of the seeds the workflow trains it with)."""
-    return preset_seeds(method, ctx.main_seeds, ctx.other_seeds, ctx.method_seeds)[0]
+def _first_seed(ctx: ReportContext, method: str, cell: str, model: str) -> int:
+    """The seed of a cell's first training run (the first of the seeds the workflow trains it with)."""
+    models = tuple(ctx.pairs.get(cell, [model]))
+    return preset_seeds(method, ctx.main_seeds, ctx.other_seeds, ctx.method_seeds, ctx.cell_seeds, cell, models)[0]
 
 
 def _first_run(ctx: ReportContext, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
     """One cell's first training run (the first seed it is trained with), as the paper's Table 1 shows it."""
     agg = ctx.cell(method, cell, model, column)
-    return SeedAggregate(agg.selected[agg.selected.seed == _first_seed(ctx, method)], column)
+    return SeedAggregate(agg.selected[agg.selected.seed == _first_seed(ctx, method, cell, model)], column)
 
 
 def _pm_runs(cell: SeedAggregate) -> str | None:
@@ -180,15 +188,15 @@ def table1(ctx: ReportContext) -> Table:
                     ]
                 )
     caption = (
-        "Table 1: five-benchmark pass@1 (%) by updated model and peer, the first training run of every cell "
-        f"(seed {ctx.main_seeds[0]} for GRPO n=8 and GRAFT, {ctx.other_seeds[0]} for the others), as the paper's "
-        f"main table; ± is the std over evaluation runs; {ctx.protocol()}; the paper's first-run values beside ours"
+        "Table 1: five-benchmark pass@1 (%) by updated model and peer, the first training run (first seed) of every "
+        f"cell ({ctx.seed_plan()}), as the paper's main table; ± is the std over evaluation runs; {ctx.protocol()}; "
+        "the paper's first-run values beside ours"
     )
     return Table.from_rows("table1", caption, header, rows)
 
 
 def table4(ctx: ReportContext) -> Table:
-    """Table 4 as the paper builds it: GRPO n=8 and GRAFT over the main seeds, each run scored by the mean of its
+    """Table 4 as the paper builds it: GRPO n=8 and GRAFT over their seeds, each run scored by the mean of its
     selected checkpoint's evaluation runs; mean and sample std over runs, the paper's Table 4 beside ours."""
     header = ["pair", "updated", "method", "runs", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "paper avg", "paper Δ"]
     rows = []
@@ -215,7 +223,7 @@ def table4(ctx: ReportContext) -> Table:
                     ]
                 )
     caption = (
-        f"Table 4: training stability over the main seeds {ctx.main_seeds}: mean ± sample std over training runs, "
+        f"Table 4: training stability over each cell's training runs ({ctx.seed_plan()}): mean ± sample std over runs, "
         f"each run the mean of its evaluation runs; {ctx.protocol()}; the paper's Table 4 beside ours"
     )
     return Table.from_rows("table4", caption, header, rows)
@@ -454,7 +462,7 @@ def table_cost(ctx: ReportContext) -> Table:
         steps, runs = {}, {}
         for model in (a, b):
             cell = _first_run(ctx, method, cells[model], model)
-            metrics = ctx.metrics(method, cells[model], [_first_seed(ctx, method)])
+            metrics = ctx.metrics(method, cells[model], [_first_seed(ctx, method, cells[model], model)])
             if cell.mean is None or metrics.empty:
                 row += [None, None, None]
                 continue

@@ -73,7 +73,47 @@ def test_method_seeds_set_one_presets_seeds_and_leave_the_rest():
     assert seeds.pop("replay") == {1}
     assert all(s == {0, 1, 2} for s in seeds.values()), seeds
     raw["workflow"].update(method_seeds={"replay": [5]})
-    with pytest.raises(ConfigError, match="replay needs the peer's grpo_n8 run"):
+    with pytest.raises(ConfigError, match=r"replay cell .* seed 5 needs .*'s grpo_n8 run of seed 5"):
+        training_cells(config_from_dict(raw))
+
+
+def test_cell_seeds_set_every_method_of_a_cell_before_method_seeds():
+    raw = yaml.safe_load(Path("config/config.yaml").read_text())  # three models, three pairs
+    models, pairs = list(raw["models"]), list(raw["pairs"])
+    first_pair, (a, b) = pairs[0], raw["pairs"][pairs[0]]
+    other_model = next(m for m in models if m not in (a, b))
+    raw["workflow"].update(
+        grpo=["grpo_n8", "grpo_n32"], pair_methods=["graft", "hacpo"], replay=True, baseline_pairs=[first_pair]
+    )
+    raw["workflow"].update(
+        main_seeds=[0, 1, 2],
+        other_seeds=[0],
+        method_seeds={"hacpo": [0, 1, 2]},
+        cell_seeds={pairs[1]: [0], other_model: [0], a: [0, 2]},
+    )
+    seeds = {}
+    for c in training_cells(config_from_dict(raw)):
+        seeds.setdefault((c.method, c.cell), set()).add(c.seed)
+    assert seeds[("hacpo", first_pair)] == seeds[("graft", first_pair)] == {0, 1, 2}  # method_seeds, main_seeds
+    assert seeds[("graft", pairs[1])] == {0}  # the pair's entry wins over main_seeds
+    assert seeds[("grpo_n8", other_model)] == {0} and seeds[("grpo_n8", b)] == {0, 1, 2}
+    assert seeds[("grpo_n8", a)] == seeds[("grpo_n32", a)] == {0, 2}  # a model's entry covers its GRPO cells
+    assert seeds[("replay", f"{a}_from_{b}")] == {0, 2}  # and its replay cells, as receiver
+    assert seeds[("replay", f"{b}_from_{a}")] == {0}  # other_seeds, and a has seed 0 stored
+
+
+def test_cell_seeds_name_models_or_pairs_and_replay_needs_the_peers_stored_seed():
+    raw = yaml.safe_load(Path("config/smoke.yaml").read_text())
+    first_pair = next(iter(raw["pairs"]))
+    a, b = raw["pairs"][first_pair]
+    raw["workflow"].update(cell_seeds={"P9": [0]})
+    with pytest.raises(ConfigError, match=r"workflow\.cell_seeds: 'P9' is neither a model nor a pair; allowed: "):
+        config_from_dict(raw)
+    raw["workflow"].update(cell_seeds={a: [1, 1]})
+    with pytest.raises(ConfigError, match=r"workflow.cell_seeds.\w+: \[1, 1\] is not allowed; expected distinct"):
+        config_from_dict(raw)
+    raw["workflow"].update(replay=True, baseline_pairs=[first_pair], main_seeds=[0], cell_seeds={b: [1]})
+    with pytest.raises(ConfigError, match=f"replay cell {a}_from_{b} seed 0 needs {b}'s grpo_n8 run of seed 0"):
         training_cells(config_from_dict(raw))
 
 

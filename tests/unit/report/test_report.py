@@ -293,7 +293,7 @@ def test_table4_averages_training_runs_beside_the_papers_table4(tree):
     graft = row(t, "P", "A", "GRAFT")
     assert graft[3] == 1 and graft[7] == pytest.approx(75.0 - 37.5)
     assert graft[8] == "36.12 ± 0.85" and graft[9] == pytest.approx(36.12 - 32.15)
-    assert "main seeds [0, 1]" in t.caption
+    assert "GRPO n=8 and GRAFT seeds [0, 1]" in t.caption
 
 
 def test_a_reevaluated_checkpoint_is_scored_by_its_reevaluations_not_the_selecting_run(tree):
@@ -335,5 +335,18 @@ def test_method_seeds_set_a_presets_first_run_and_the_captions_name_them(tree):
         tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], other_seeds=[0],
         method_seeds={"grpo_n8": [1], "hacpo": [2, 3]},
     )  # fmt: skip
-    assert [_first_seed(ctx, m) for m in ("grpo_n8", "graft", "hacpo", "sgt")] == [1, 0, 2, 0]
+    cells = {"grpo_n8": "A", "graft": "P", "hacpo": "P", "sgt": "P"}
+    assert [_first_seed(ctx, m, c, "A") for m, c in cells.items()] == [1, 0, 2, 0]
     assert "; grpo_n8 seeds [1]; hacpo seeds [2, 3]" in ctx.seed_note()
+
+
+def test_cell_seeds_set_a_cells_first_run_before_method_seeds(tree):
+    ctx = ReportContext.from_results(
+        tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], other_seeds=[0],
+        method_seeds={"hacpo": [2, 3]}, cell_seeds={"P": [4], "B": [5]},
+    )  # fmt: skip
+    assert _first_seed(ctx, "hacpo", "P", "A") == 4  # the pair's entry wins over the method's
+    assert _first_seed(ctx, "grpo_n8", "A", "A") == 0 and _first_seed(ctx, "grpo_n8", "B", "B") == 5
+    assert _first_seed(ctx, "replay", "B_from_A", "B") == 5  # a replay cell answers to its receiver's entry
+    assert "; cells of P seeds [4]; cells of B seeds [5]" in ctx.seed_plan()
+    assert "means of [1, 2] seeds stand side by side" in ctx.seed_note()
