@@ -46,6 +46,8 @@ def world_config(base: dict, value: float, seeds: list[int], toy_seed: int, root
         baseline_pairs=["P1"],
         main_seeds=seeds,
         other_seeds=seeds,
+        method_seeds={},
+        cell_seeds={},  # the default's name cells that this cut drops
     )
     return config
 
