@@ -117,17 +117,20 @@ def test_html_report_holds_every_table_and_figure_with_its_caption(smoke, tmp_pa
 
 def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path):
     """A dry run of the embedded default: one test set per family of ``toy.families`` and no other, the base model
-    per main seed, GRPO n=8 and GRAFT in full, the baselines only where ``workflow.baseline_*`` put them (graft plan
-    counts the same)."""
+    per seed of its GRPO n=8 cells, GRPO n=8 and GRAFT on every model and pair, the baselines only where
+    ``workflow.baseline_*`` put them, every P1 comparison at 3 seeds and the octo cells at one (graft plan counts
+    the same)."""
     proc = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
     out = proc.stdout + proc.stderr
     tests = set(re.findall(r"toy/data/test/(\w+)\.jsonl", out))
     assert tests == {"add", "sub", "add3", "sub3", "mul"}
     counts = job_counts(proc)
-    assert counts["train"] == 9 + 2 + 9 + 1 + 1 + 2 + 2  # grpo_n8, n32, graft, hacpo, sgt, replay, ablations
-    # the base model once per model and main seed, so claims against it average three evaluations as the RL side
-    assert counts["evaluate_base"] == 3 * 3
+    # grpo_n8 (smol, qwen 3 seeds; octo 1), n32, graft (P1 3; P2, P3 1), hacpo, sgt, replay, both ablations
+    assert counts["train"] == 7 + 2 + 5 + 3 + 3 + 2 + 6
+    # the base model once per seed of the model's GRPO n=8 cells, so claims against it average as the RL side does
+    assert counts["evaluate_base"] == 3 + 3 + 1
     assert set(re.findall(r"eval/base/smol/seed(\d+)/smol/step_00000\.json", out)) == {"0", "1", "2"}
+    assert set(re.findall(r"eval/base/octo/seed(\d+)/octo/step_00000\.json", out)) == {"0"}
     figures = set(re.findall(r"dynamics_(\w+)\.png", out))
     assert figures == {"graft_P1", "graft_P2", "graft_P3", "hacpo_P1", "sgt_P1"}  # one per co-training cell run
 
