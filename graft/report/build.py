@@ -54,11 +54,11 @@ TABLES = (
     Job("table_passk", False, lambda ctx, seeds: table_passk(ctx)),
     Job("table_cost", True, lambda ctx, seeds: table_cost(ctx)),
 )
-# make(ctx, seed, path): a figure of one run per cell, the config's first main seed
+# make(ctx, path): a figure (of each cell's first run where it draws one run)
 FIGURES = (
     Job("fig1_complementarity", False, figure1),
     Job("fig3a_score_vs_cost", False, figure3a),
-    Job("fig3b_stored_vs_online", False, lambda ctx, seed, path: figure3b(ctx, path)),
+    Job("fig3b_stored_vs_online", False, figure3b),
 )
 
 
@@ -70,14 +70,12 @@ class ReportOutputs:
 
 
 def _dynamics(method: str, pair: str) -> Job:
-    return Job(
-        f"dynamics_{method}_{pair}", True, lambda ctx, seed, path: figure_dynamics(ctx, method, pair, seed, path)
-    )
+    return Job(f"dynamics_{method}_{pair}", True, lambda ctx, path: figure_dynamics(ctx, method, pair, path))
 
 
 def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
     """The jobs this config has data for; figures add one training-dynamics figure per co-training cell that
-    the workflow runs (pair method x pair, at the first main seed)."""
+    the workflow runs (pair method x pair, its first seed)."""
     if jobs is FIGURES:
         from graft.plan import training_cells
 
@@ -125,7 +123,7 @@ def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
         table.write(out / "tables")
         summary.append(table.markdown())
     for job in _jobs(FIGURES, config):
-        job.make(ctx, config.workflow.main_seeds[0], out / "figures" / f"{job.name}.png")
+        job.make(ctx, out / "figures" / f"{job.name}.png")
     header = f"Scores are pass@1 (%); {ctx.protocol()}. Each table's caption names its seeds.\n\n"
     write_text(out / "summary.md", header + "\n".join(summary))
     return ctx

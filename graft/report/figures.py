@@ -24,13 +24,14 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def figure1(ctx: ReportContext, seed: int, out: Path) -> Path:
-    """Fraction of each receiver's all-fail prompts that its peer solved, per GRAFT step, per pair."""
+def figure1(ctx: ReportContext, out: Path) -> Path:
+    """Fraction of each receiver's all-fail prompts that its peer solved, per GRAFT step, per pair (each pair's
+    first GRAFT run)."""
     fig, axes = plt.subplots(1, max(len(ctx.pairs), 1), figsize=(4.2 * max(len(ctx.pairs), 1), 3.2), squeeze=False)
     for ax, (pair, members) in zip(axes[0], ctx.pairs.items(), strict=False):
         for receiver in members:
             peer = next(m for m in members if m != receiver)
-            mine = ctx.metrics("graft", pair, [seed], receiver)
+            mine = ctx.metrics("graft", pair, [ctx.first_seed("graft", pair, receiver)], receiver)
             mine = mine[mine["all_fail"] > 0] if "all_fail" in mine else mine.iloc[:0]
             if mine.empty:
                 continue
@@ -49,11 +50,12 @@ def figure1(ctx: ReportContext, seed: int, out: Path) -> Path:
     return _save(fig, out)
 
 
-def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]], seed: int) -> list[pd.Series] | None:
-    """The selected checkpoint of each (method, cell, model) at ``seed``; None unless every one exists."""
+def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]]) -> list[pd.Series] | None:
+    """The selected checkpoint of each (method, cell, model)'s first run; None unless every one exists."""
     sel = ctx.selected()
     found = []
     for method, cell, model in runs:
+        seed = ctx.first_seed(method, cell, model)
         row = sel[(sel.method == method) & (sel.cell == cell) & (sel.model == model) & (sel.seed == seed)]
         if row.empty:
             return None
@@ -61,28 +63,29 @@ def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]], seed: i
     return found
 
 
-def figure3a(ctx: ReportContext, seed: int, out: Path) -> Path:
-    """Pair 1: pair-mean score of the selected checkpoints against the cost of obtaining both models."""
+def figure3a(ctx: ReportContext, out: Path) -> Path:
+    """Pair 1: pair-mean score of the selected checkpoints against the cost of obtaining both models (each cell's
+    first run, as in Table 1)."""
     fig, ax = plt.subplots(figsize=(5, 3.6))
     if ctx.pairs:
         pair, (a, b) = next(iter(ctx.pairs.items()))
         points = {}
         for method in ("grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds"):
-            sel = _selected_runs(ctx, [(method, m, m) for m in (a, b)], seed)
+            sel = _selected_runs(ctx, [(method, m, m) for m in (a, b)])
             if sel:
-                cost = sum(cost_to(ctx.metrics(method, s.cell, [seed]), s.step) for s in sel)
+                cost = sum(cost_to(ctx.metrics(method, s.cell, [s.seed]), s.step) for s in sel)
                 points[method] = (cost, statistics.fmean(s.average for s in sel))
         for method in ("graft", "hacpo", "sgt"):
-            sel = _selected_runs(ctx, [(method, pair, m) for m in (a, b)], seed)
+            sel = _selected_runs(ctx, [(method, pair, m) for m in (a, b)])
             if sel:
                 last = max(s.step for s in sel)  # the joint run up to the later checkpoint
                 points[method] = (
-                    cost_to(ctx.metrics(method, pair, [seed]), last),
+                    cost_to(ctx.metrics(method, pair, [sel[0].seed]), last),
                     statistics.fmean(s.average for s in sel),
                 )
-        sel = _selected_runs(ctx, [("replay", replay_cell(m, p), m) for m, p in ((a, b), (b, a))], seed)
+        sel = _selected_runs(ctx, [("replay", replay_cell(m, p), m) for m, p in ((a, b), (b, a))])
         if sel:
-            cost = sum(cost_to(ctx.metrics("replay", s.cell, [seed]), s.step) for s in sel)
+            cost = sum(cost_to(ctx.metrics("replay", s.cell, [s.seed]), s.step) for s in sel)
             points["replay"] = (cost, statistics.fmean(s.average for s in sel))
         # tiny CPU runs take minutes, not hours: plot minutes so the axis stays readable
         minutes = bool(points) and max(x for x, _ in points.values()) < 1.0
@@ -98,7 +101,7 @@ def figure3a(ctx: ReportContext, seed: int, out: Path) -> Path:
             ax.plot(*zip(*grpo, strict=True), ls="--", color="grey", label="GRPO n=8/16/32")
         for method, (x, y) in points.items():
             ax.scatter([x], [y], label=method, zorder=3)
-        ax.set_title(f"Figure 3a: {pair} pair-mean score vs cost (seed {seed})")
+        ax.set_title(f"Figure 3a: {pair} pair-mean score vs cost (first runs)")
         paper = ", ".join(f"{m} {h}" for m, h in GPU_HOURS_PAIR1.items() if m in points)
         fig.text(0.01, -0.04, f"paper, Pair 1 GPU-hours to the selected checkpoints: {paper}", fontsize=7)
     ax.set_ylabel("pair-mean average pass@1 (%)")
@@ -146,11 +149,13 @@ DYNAMICS = (
 )
 
 
-def figure_dynamics(ctx: ReportContext, method: str, pair: str, seed: int, out: Path) -> Path:
-    """The mechanism of one co-training cell, by step and receiving model: rewards, all-fail prompts,
-    candidates and selections, the gate's pass rates for correct and wrong peer responses, admitted responses
-    and clipped-token fractions."""
-    receivers = [ctx.metrics(method, pair, [seed], m).sort_values("step") for m in ctx.pairs.get(pair, [])]
+def figure_dynamics(ctx: ReportContext, method: str, pair: str, out: Path) -> Path:
+    """The mechanism of one co-training cell's first run, by step and receiving model: rewards, all-fail
+    prompts, candidates and selections, the gate's pass rates for correct and wrong peer responses, admitted
+    responses and clipped-token fractions."""
+    members = ctx.pairs.get(pair, [])
+    seed = ctx.first_seed(method, pair, members[0]) if members else 0
+    receivers = [ctx.metrics(method, pair, [seed], m).sort_values("step") for m in members]
     fig, axes = plt.subplots(2, 3, figsize=(12, 6), squeeze=False)
     for ax, (columns, title) in zip(axes.flat, DYNAMICS, strict=True):
         for i, (model, mine) in enumerate(zip(ctx.pairs.get(pair, []), receivers, strict=True)):

@@ -112,6 +112,15 @@ class ReportContext:
             return f"each cell averages its seeds ({self.seed_plan()})"
         return f"each cell averages its seeds ({self.seed_plan()}): means of {sorted(counts)} seeds stand side by side"
 
+    def first_seed(self, method: str, cell: str, model: str) -> int:
+        """The seed of a cell's first training run (the first of the seeds the workflow trains it with): the
+        paper's Table 1 run, and the run that the figures draw."""
+        models = tuple(self.pairs.get(cell, [model]))
+        seeds = preset_seeds(
+            method, self.main_seeds, self.other_seeds, self.method_seeds, self.cell_seeds, cell, models
+        )
+        return seeds[0]
+
     def paper(self, model: str) -> str | None:
         return self.paper_models.get(model)
 
@@ -134,16 +143,10 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def _first_seed(ctx: ReportContext, method: str, cell: str, model: str) -> int:
-    """The seed of a cell's first training run (the first of the seeds the workflow trains it with)."""
-    models = tuple(ctx.pairs.get(cell, [model]))
-    return preset_seeds(method, ctx.main_seeds, ctx.other_seeds, ctx.method_seeds, ctx.cell_seeds, cell, models)[0]
-
-
 def _first_run(ctx: ReportContext, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
     """One cell's first training run (the first seed it is trained with), as the paper's Table 1 shows it."""
     agg = ctx.cell(method, cell, model, column)
-    return SeedAggregate(agg.selected[agg.selected.seed == _first_seed(ctx, method, cell, model)], column)
+    return SeedAggregate(agg.selected[agg.selected.seed == ctx.first_seed(method, cell, model)], column)
 
 
 def _pm_runs(cell: SeedAggregate) -> str | None:
@@ -462,7 +465,7 @@ def table_cost(ctx: ReportContext) -> Table:
         steps, runs = {}, {}
         for model in (a, b):
             cell = _first_run(ctx, method, cells[model], model)
-            metrics = ctx.metrics(method, cells[model], [_first_seed(ctx, method, cells[model], model)])
+            metrics = ctx.metrics(method, cells[model], [ctx.first_seed(method, cells[model], model)])
             if cell.mean is None or metrics.empty:
                 row += [None, None, None]
                 continue

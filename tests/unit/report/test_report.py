@@ -15,7 +15,6 @@ from graft.cli import main
 from graft.report.stats import paired_bootstrap
 from graft.report.tables import (
     ReportContext,
-    _first_seed,
     table1,
     table2,
     table4,
@@ -280,8 +279,21 @@ def test_transfers_table_and_dynamics_figure(tmp_path):
     # two steps per seed: 16 transferred and 8 admitted per run, 6 of them correct
     assert a[3:] == [2, 16.0, 8.0, pytest.approx(75.0), pytest.approx(75.0), pytest.approx(25.0)]
     assert row(t, "GRAFT", "P", "B")[6:] == [None, None, None]
-    out = figure_dynamics(ctx, "graft", "P", 0, tmp_path / "dyn.png")
+    out = figure_dynamics(ctx, "graft", "P", tmp_path / "dyn.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_figures_draw_each_cells_first_run(tree):
+    from graft.report.figures import _selected_runs
+
+    (run,) = _selected_runs(context(tree), [("grpo_n8", "A", "A")])
+    assert run.seed == 0
+    ctx = ReportContext.from_results(
+        tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], cell_seeds={"A": [1, 0], "B": [1]}
+    )
+    (run,) = _selected_runs(ctx, [("grpo_n8", "A", "A")])
+    assert run.seed == 1 and run.step == 5  # seed 1's best test checkpoint
+    assert _selected_runs(ctx, [("grpo_n8", "B", "B")]) is None  # B's first seed, 1, never ran
 
 
 def test_table4_averages_training_runs_beside_the_papers_table4(tree):
@@ -336,7 +348,7 @@ def test_method_seeds_set_a_presets_first_run_and_the_captions_name_them(tree):
         method_seeds={"grpo_n8": [1], "hacpo": [2, 3]},
     )  # fmt: skip
     cells = {"grpo_n8": "A", "graft": "P", "hacpo": "P", "sgt": "P"}
-    assert [_first_seed(ctx, m, c, "A") for m, c in cells.items()] == [1, 0, 2, 0]
+    assert [ctx.first_seed(m, c, "A") for m, c in cells.items()] == [1, 0, 2, 0]
     assert "; grpo_n8 seeds [1]; hacpo seeds [2, 3]" in ctx.seed_note()
 
 
@@ -345,8 +357,8 @@ def test_cell_seeds_set_a_cells_first_run_before_method_seeds(tree):
         tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], other_seeds=[0],
         method_seeds={"hacpo": [2, 3]}, cell_seeds={"P": [4], "B": [5]},
     )  # fmt: skip
-    assert _first_seed(ctx, "hacpo", "P", "A") == 4  # the pair's entry wins over the method's
-    assert _first_seed(ctx, "grpo_n8", "A", "A") == 0 and _first_seed(ctx, "grpo_n8", "B", "B") == 5
-    assert _first_seed(ctx, "replay", "B_from_A", "B") == 5  # a replay cell answers to its receiver's entry
+    assert ctx.first_seed("hacpo", "P", "A") == 4  # the pair's entry wins over the method's
+    assert ctx.first_seed("grpo_n8", "A", "A") == 0 and ctx.first_seed("grpo_n8", "B", "B") == 5
+    assert ctx.first_seed("replay", "B_from_A", "B") == 5  # a replay cell answers to its receiver's entry
     assert "; cells of P seeds [4]; cells of B seeds [5]" in ctx.seed_plan()
     assert "means of [1, 2] seeds stand side by side" in ctx.seed_note()
