@@ -203,15 +203,14 @@ def preset_seeds(
     main_seeds: list[int],
     other_seeds: list[int],
     method_seeds: dict[str, list[int]],
-    cell_seeds: dict[str, list[int]] | None = None,
-    cell: str | None = None,
-    models: tuple[str, ...] = (),
+    cell_seeds: dict[str, list[int]],
+    cell: str,
+    models: tuple[str, ...],
 ) -> list[int]:
     """The seeds ``method`` trains with on ``cell`` (a model, a pair, or a replay cell training ``models``): the
     cell's ``cell_seeds`` entry, for a one-model cell (GRPO, replay) else its model's; else the method's
     ``method_seeds`` entry; else main_seeds for grpo_n8 and graft, other_seeds for the rest. The workflow's
     plan and the report's "first run" both ask this."""
-    cell_seeds = cell_seeds or {}
     keys = [cell] + (list(models) if len(models) == 1 else [])
     for key in keys:
         if key in cell_seeds:
@@ -276,7 +275,7 @@ class WorkflowSpec:
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
     (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
-    def seeds_of(self, method: str, cell: str | None = None, models: tuple[str, ...] = ()) -> list[int]:
+    def seeds_of(self, method: str, cell: str, models: tuple[str, ...]) -> list[int]:
         """The seeds ``method`` trains with on ``cell`` (``preset_seeds``)."""
         return preset_seeds(method, self.main_seeds, self.other_seeds, self.method_seeds, self.cell_seeds, cell, models)
 

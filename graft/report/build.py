@@ -77,8 +77,6 @@ def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
     """The jobs this config has data for; figures add one training-dynamics figure per co-training cell that
     the workflow runs (pair method x pair, its first seed)."""
     if jobs is FIGURES:
-        from graft.plan import training_cells
-
         planned = {(c.method, c.cell) for c in training_cells(config)}
         pairs = [(m, p) for m in config.workflow.pair_methods for p in config.pairs if (m, p) in planned]
         jobs = jobs + tuple(_dynamics(m, p) for m, p in pairs)
