@@ -394,6 +394,8 @@ class RunConfig:
         for name in w.baseline_pairs or []:
             if name not in self.pairs:
                 raise ConfigError(f"workflow.baseline_pairs: unknown pair {name!r}; pairs: {', '.join(self.pairs)}")
+        _check_seeds("workflow.main_seeds", w.main_seeds)
+        _check_seeds("workflow.other_seeds", w.other_seeds)
         scheduled = {*w.grpo, *w.pair_methods, *w.ablations, *(["replay"] if w.replay else [])}
         for name, seeds in w.method_seeds.items():
             if name not in scheduled:

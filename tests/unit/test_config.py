@@ -172,6 +172,14 @@ def base() -> dict:
             lambda c: c["workflow"].update(method_seeds={"graft": [1, 1]}),
             "workflow.method_seeds.graft: [1, 1] is not allowed; expected distinct seeds >= 0, at least one",
         ),
+        (
+            lambda c: c["workflow"].update(main_seeds=[]),
+            "workflow.main_seeds: [] is not allowed; expected distinct seeds >= 0, at least one",
+        ),
+        (
+            lambda c: c["workflow"].update(other_seeds=[0, -1]),
+            "workflow.other_seeds: [0, -1] is not allowed; expected distinct seeds >= 0, at least one",
+        ),
         (lambda c: c["toy"].update(families=["add", "pow"]), "toy.families: unknown family 'pow'"),
         (lambda c: c["toy"].update(families=["add", "add"]), "toy.families: families must be distinct"),
         (lambda c: c["toy"].update(level2_share=1.5), "toy.level2_share: 1.5 is not allowed; expected 0 to 1"),
