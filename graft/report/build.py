@@ -49,7 +49,7 @@ TABLES = (
     Job("table_stored", False, lambda ctx, seeds: table_stored(ctx)),
     Job("table_selection", False, lambda ctx, seeds: table_selection(ctx)),
     Job("table_clipping", True, table_clipping),
-    Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.pair_methods, seeds)),
+    Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.workflow.pair_methods, seeds)),
     Job("table_findings", True, lambda ctx, seeds: table_findings(ctx)),
     Job("table_passk", False, lambda ctx, seeds: table_passk(ctx)),
     Job("table_cost", True, lambda ctx, seeds: table_cost(ctx)),
@@ -102,11 +102,7 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
         config.report.paper_models,
         list(config.eval.benchmarks) if config.eval else [],
         config.report.selection,
-        pair_methods=list(config.workflow.pair_methods),
-        main_seeds=list(config.workflow.main_seeds),
-        other_seeds=list(config.workflow.other_seeds),
-        method_seeds={m: list(s) for m, s in config.workflow.method_seeds.items()},
-        cell_seeds={c: list(s) for c, s in config.workflow.cell_seeds.items()},
+        workflow=config.workflow,
         selection_runs=config.eval.selection_runs if config.eval else 0,
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from graft.config import preset_seeds
+from graft.config import WorkflowSpec
 from graft.methods import PRESETS
 from graft.report.load import AVERAGE, RUN, VALIDATION, Results, load
 from graft.report.paper import GPU_HOURS_PAIR1, paper_average, paper_table4
@@ -35,16 +35,9 @@ class ReportContext:
     paper_models: dict[str, str]
     benchmarks: list[str]
     rule: str = "test_best"
-    pair_methods: list[str] = field(default_factory=lambda: ["graft"])
-    """The co-training methods of the workflow (transfer table)."""
-    main_seeds: list[int] = field(default_factory=lambda: [0])
-    """Seeds of the main comparison (grpo_n8, graft); the first is the paper's "first run" (Table 1)."""
-    other_seeds: list[int] = field(default_factory=lambda: [0])
-    """Seeds of every other cell."""
-    method_seeds: dict[str, list[int]] = field(default_factory=dict)
-    """workflow.method_seeds: presets trained with other seeds than main_seeds / other_seeds."""
-    cell_seeds: dict[str, list[int]] = field(default_factory=dict)
-    """workflow.cell_seeds: models and pairs whose every cell trains these seeds."""
+    workflow: WorkflowSpec = field(default_factory=lambda: WorkflowSpec(pair_methods=["graft"], main_seeds=[0]))
+    """The config's workflow: which co-training methods ran (transfer table) and which seeds each cell trained
+    (``WorkflowSpec.seeds_of``; the first is the paper's "first run" of Table 1)."""
     selection_runs: int = 0
     """eval.selection_runs: re-evaluations of each selected checkpoint (0: scored by the selecting run)."""
     checkpoints: pd.DataFrame = field(init=False)
@@ -99,14 +92,16 @@ class ReportContext:
     def seed_plan(self) -> str:
         """Which cells train which seeds (workflow.main_seeds, other_seeds, method_seeds, cell_seeds), the later
         entries overriding the earlier."""
-        main, other = self.main_seeds, self.other_seeds
+        w = self.workflow
+        main, other = list(w.main_seeds), list(w.other_seeds)
         plan = f"every cell seeds {main}" if main == other else f"GRPO n=8 and GRAFT seeds {main}, other cells {other}"
-        plan += "".join(f"; {method} seeds {seeds}" for method, seeds in self.method_seeds.items())
-        return plan + "".join(f"; cells of {cell} seeds {seeds}" for cell, seeds in self.cell_seeds.items())
+        plan += "".join(f"; {method} seeds {list(seeds)}" for method, seeds in w.method_seeds.items())
+        return plan + "".join(f"; cells of {cell} seeds {list(seeds)}" for cell, seeds in w.cell_seeds.items())
 
     def seed_note(self) -> str:
         """Which cells average which seeds, for captions of tables that set them side by side."""
-        lists = (self.main_seeds, self.other_seeds, *self.method_seeds.values(), *self.cell_seeds.values())
+        w = self.workflow
+        lists = (w.main_seeds, w.other_seeds, *w.method_seeds.values(), *w.cell_seeds.values())
         counts = {len(seeds) for seeds in lists}
         if len(counts) == 1:
             return f"each cell averages its seeds ({self.seed_plan()})"
@@ -115,11 +110,7 @@ class ReportContext:
     def first_seed(self, method: str, cell: str, model: str) -> int:
         """The seed of a cell's first training run (the first of the seeds the workflow trains it with): the
         paper's Table 1 run, and the run that the figures draw."""
-        models = tuple(self.pairs.get(cell, [model]))
-        seeds = preset_seeds(
-            method, self.main_seeds, self.other_seeds, self.method_seeds, self.cell_seeds, cell, models
-        )
-        return seeds[0]
+        return self.workflow.seeds_of(method, cell, tuple(self.pairs.get(cell, [model])))[0]
 
     def paper(self, model: str) -> str | None:
         return self.paper_models.get(model)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from graft.cli import main
+from graft.config import WorkflowSpec
 from graft.report.stats import paired_bootstrap
 from graft.report.tables import (
     ReportContext,
@@ -85,6 +86,11 @@ def tree(tmp_path):
     return root
 
 
+def plan(**seeds) -> WorkflowSpec:
+    """The workflow section a test's report sees: GRAFT as the only co-training method, and ``seeds``."""
+    return WorkflowSpec(pair_methods=["graft"], **seeds)
+
+
 def context(root: Path, selection_runs: int = 0) -> ReportContext:
     return ReportContext.from_results(
         root,
@@ -92,8 +98,7 @@ def context(root: Path, selection_runs: int = 0) -> ReportContext:
         {"P": ["A", "B"]},
         {"A": "smollm3", "B": "qwen3"},
         list(BENCH),
-        main_seeds=[0, 1],
-        other_seeds=[0],
+        workflow=plan(main_seeds=[0, 1], other_seeds=[0]),
         selection_runs=selection_runs,
     )
 
@@ -289,7 +294,12 @@ def test_figures_draw_each_cells_first_run(tree):
     (run,) = _selected_runs(context(tree), [("grpo_n8", "A", "A")])
     assert run.seed == 0
     ctx = ReportContext.from_results(
-        tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], cell_seeds={"A": [1, 0], "B": [1]}
+        tree,
+        ["A", "B"],
+        {"P": ["A", "B"]},
+        {},
+        list(BENCH),
+        workflow=plan(main_seeds=[0, 1], cell_seeds={"A": [1, 0], "B": [1]}),
     )
     (run,) = _selected_runs(ctx, [("grpo_n8", "A", "A")])
     assert run.seed == 1 and run.step == 5  # seed 1's best test checkpoint
@@ -344,9 +354,13 @@ def test_passk_table_from_the_samples(tree):
 
 def test_method_seeds_set_a_presets_first_run_and_the_captions_name_them(tree):
     ctx = ReportContext.from_results(
-        tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], other_seeds=[0],
-        method_seeds={"grpo_n8": [1], "hacpo": [2, 3]},
-    )  # fmt: skip
+        tree,
+        ["A", "B"],
+        {"P": ["A", "B"]},
+        {},
+        list(BENCH),
+        workflow=plan(main_seeds=[0, 1], other_seeds=[0], method_seeds={"grpo_n8": [1], "hacpo": [2, 3]}),
+    )
     cells = {"grpo_n8": "A", "graft": "P", "hacpo": "P", "sgt": "P"}
     assert [ctx.first_seed(m, c, "A") for m, c in cells.items()] == [1, 0, 2, 0]
     assert "; grpo_n8 seeds [1]; hacpo seeds [2, 3]" in ctx.seed_note()
@@ -354,9 +368,15 @@ def test_method_seeds_set_a_presets_first_run_and_the_captions_name_them(tree):
 
 def test_cell_seeds_set_a_cells_first_run_before_method_seeds(tree):
     ctx = ReportContext.from_results(
-        tree, ["A", "B"], {"P": ["A", "B"]}, {}, list(BENCH), main_seeds=[0, 1], other_seeds=[0],
-        method_seeds={"hacpo": [2, 3]}, cell_seeds={"P": [4], "B": [5]},
-    )  # fmt: skip
+        tree,
+        ["A", "B"],
+        {"P": ["A", "B"]},
+        {},
+        list(BENCH),
+        workflow=plan(
+            main_seeds=[0, 1], other_seeds=[0], method_seeds={"hacpo": [2, 3]}, cell_seeds={"P": [4], "B": [5]}
+        ),
+    )
     assert ctx.first_seed("hacpo", "P", "A") == 4  # the pair's entry wins over the method's
     assert ctx.first_seed("grpo_n8", "A", "A") == 0 and ctx.first_seed("grpo_n8", "B", "B") == 5
     assert ctx.first_seed("replay", "B_from_A", "B") == 5  # a replay cell answers to its receiver's entry
