@@ -59,6 +59,14 @@ class SeedAggregate:
         return float(np.std(self.values, ddof=1)) if len(self.selected) > 1 else None
 
 
+def on_common_seeds(a: SeedAggregate, b: SeedAggregate) -> tuple[SeedAggregate, SeedAggregate]:
+    """Two cells cut to the RL seeds both ran, so that a difference of their means pairs the same runs (same prompt
+    order and sampling seed) instead of setting one run against another cell's mean over three."""
+    common = set(a.selected.seed) & set(b.selected.seed)
+    cut = [SeedAggregate(x.selected[x.selected.seed.isin(common)], x.column) for x in (a, b)]
+    return cut[0], cut[1]
+
+
 def aggregate(selected: pd.DataFrame, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
     rows = selected[(selected.method == method) & (selected.cell == cell) & (selected.model == model)]
     return SeedAggregate(rows.sort_values("seed"), column)

@@ -16,6 +16,7 @@ from graft.report.stats import (
     SeedAggregate,
     aggregate,
     checkpoint_scores,
+    on_common_seeds,
     paired_bootstrap,
     select,
     with_reevaluated_samples,
@@ -395,7 +396,8 @@ FINDINGS = (
 
 def table_findings(ctx: ReportContext) -> Table:
     """The paper's claims on the first pair, each as ours (difference, interval) beside the paper's difference,
-    and whether the two point the same way; an interval that holds 0 does not count as agreeing."""
+    and whether the two point the same way; an interval that holds 0 does not count as agreeing. Each difference
+    is over the seeds both of its cells ran (``on_common_seeds``)."""
     pair, members = next(iter(ctx.pairs.items()))
     header = ["finding", "model", "ours Δ", "Δ 95% CI", "paper Δ", "same direction"]
     rows = []
@@ -403,7 +405,9 @@ def table_findings(ctx: ReportContext) -> Table:
         for model in members:
             peer = next(m for m in members if m != model)
             cells = {"pair": pair, "model": model, "replay": replay_cell(model, peer)}
-            ours, base = ctx.cell(method, cells[kind], model), ctx.cell(base_method, cells[base_kind], model)
+            ours, base = on_common_seeds(
+                ctx.cell(method, cells[kind], model), ctx.cell(base_method, cells[base_kind], model)
+            )
             paper_delta = _delta(
                 paper_average(ctx.paper(model), method, ctx.paper(peer)),
                 paper_average(ctx.paper(model), base_method, ctx.paper(peer)),
@@ -412,8 +416,8 @@ def table_findings(ctx: ReportContext) -> Table:
             ci = ctx.bootstrap(ours, base) if delta is not None else None
             rows.append([finding, model, delta, ci, paper_delta, _agrees(ci, paper_delta)])
     caption = (
-        f"The paper's findings on {pair}: our difference and interval beside the paper's; {ctx.seed_note()}; "
-        f"{ctx.protocol()}"
+        f"The paper's findings on {pair}: our difference and interval beside the paper's, each over the seeds that "
+        f"both of its cells ran ({ctx.seed_plan()}); {ctx.protocol()}"
     )
     return Table.from_rows("table_findings", caption, header, rows)
 

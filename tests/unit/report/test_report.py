@@ -13,7 +13,7 @@ import yaml
 
 from graft.cli import main
 from graft.config import WorkflowSpec
-from graft.report.stats import paired_bootstrap
+from graft.report.stats import SeedAggregate, on_common_seeds, paired_bootstrap
 from graft.report.tables import (
     ReportContext,
     table1,
@@ -179,6 +179,21 @@ def test_paired_bootstrap_of_identical_runs_is_zero(tree):
     ctx = context(tree)
     cell = ctx.cell("graft", "P", "A")
     assert ctx.bootstrap(cell, cell) == (0.0, 0.0)
+
+
+def test_a_difference_pairs_the_seeds_both_cells_ran():
+    """GRAFT ran seed 0 (score 60); GRPO ran seeds 0, 1, 2 (50, 70, 90; mean 70). Against the three-seed mean GRAFT
+    looks 10 points worse; against the same seed's run it is 10 points better."""
+    runs = lambda method, scores: pd.DataFrame(  # noqa: E731
+        [(method, "P", seed, "A", 5, score) for seed, score in scores.items()],
+        columns=["method", "cell", "seed", "model", "step", "average"],
+    )
+    graft, grpo = SeedAggregate(runs("graft", {0: 60.0})), SeedAggregate(runs("grpo_n8", {2: 90.0, 0: 50.0, 1: 70.0}))
+    assert graft.mean - grpo.mean == -10.0
+    a, b = on_common_seeds(graft, grpo)
+    assert a.values == [60.0] and b.values == [50.0] and a.mean - b.mean == 10.0
+    a, b = on_common_seeds(graft, SeedAggregate(runs("grpo_n8", {1: 70.0})))  # no seed in common: nothing to compare
+    assert a.mean is None and b.mean is None
 
 
 def test_paired_bootstrap_by_hand():
