@@ -52,14 +52,12 @@ def figure1(ctx: ReportContext, out: Path) -> Path:
 
 def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]]) -> list[pd.Series] | None:
     """The selected checkpoint of each (method, cell, model)'s first run; None unless every one exists."""
-    sel = ctx.selected()
     found = []
     for method, cell, model in runs:
-        seed = ctx.first_seed(method, cell, model)
-        row = sel[(sel.method == method) & (sel.cell == cell) & (sel.model == model) & (sel.seed == seed)]
-        if row.empty:
+        run = ctx.first_run(method, cell, model).selected
+        if run.empty:
             return None
-        found.append(row.iloc[0])
+        found.append(run.iloc[0])
     return found
 
 

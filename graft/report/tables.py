@@ -113,6 +113,12 @@ class ReportContext:
         paper's Table 1 run, and the run that the figures draw."""
         return self.workflow.seeds_of(method, cell, tuple(self.pairs.get(cell, [model])))[0]
 
+    def first_run(self, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
+        """One cell's first training run (``first_seed``) at its selected checkpoint, as the paper's Table 1 shows
+        it; empty when that run has no evaluation."""
+        agg = self.cell(method, cell, model, column)
+        return SeedAggregate(agg.selected[agg.selected.seed == self.first_seed(method, cell, model)], column)
+
     def paper(self, model: str) -> str | None:
         return self.paper_models.get(model)
 
@@ -135,12 +141,6 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def _first_run(ctx: ReportContext, method: str, cell: str, model: str, column: str = AVERAGE) -> SeedAggregate:
-    """One cell's first training run (the first seed it is trained with), as the paper's Table 1 shows it."""
-    agg = ctx.cell(method, cell, model, column)
-    return SeedAggregate(agg.selected[agg.selected.seed == ctx.first_seed(method, cell, model)], column)
-
-
 def _pm_runs(cell: SeedAggregate) -> str | None:
     """mean ± std over the evaluation runs of one training run's selected checkpoint (no ± for one run)."""
     if cell.mean is None:
@@ -156,7 +156,7 @@ def table1(ctx: ReportContext) -> Table:
     header = ["updated", "peer", "method", *ctx.benchmarks, "avg", "Δ vs GRPO n=8", "Δ 95% CI", "paper avg", "paper Δ"]
     rows = []
     for model in ctx.models:
-        base = _first_run(ctx, "grpo_n8", model, model)
+        base = ctx.first_run("grpo_n8", model, model)
         paper_base = paper_average(ctx.paper(model), "grpo_n8")
         blocks = [(None, [(m, model) for m in ("grpo_n8", "grpo_n16", "grpo_n32")])]
         for peer, pair in ctx.peers(model):
@@ -165,8 +165,8 @@ def table1(ctx: ReportContext) -> Table:
             )
         for peer, entries in blocks:
             for method, cell_name in entries:
-                cell = _first_run(ctx, method, cell_name, model)
-                per_bench = [_first_run(ctx, method, cell_name, model, b).mean for b in ctx.benchmarks]
+                cell = ctx.first_run(method, cell_name, model)
+                per_bench = [ctx.first_run(method, cell_name, model, b).mean for b in ctx.benchmarks]
                 paper_value = paper_average(ctx.paper(model), method, ctx.paper(peer) if peer else None)
                 own = method == "grpo_n8"
                 rows.append(
@@ -459,7 +459,7 @@ def table_cost(ctx: ReportContext) -> Table:
         row: list[object] = [PRESETS[method].label]
         steps, runs = {}, {}
         for model in (a, b):
-            cell = _first_run(ctx, method, cells[model], model)
+            cell = ctx.first_run(method, cells[model], model)
             metrics = ctx.metrics(method, cells[model], [ctx.first_seed(method, cells[model], model)])
             if cell.mean is None or metrics.empty:
                 row += [None, None, None]
