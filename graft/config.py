@@ -469,6 +469,11 @@ class RunConfig:
                     raise ConfigError(
                         f"toy.models.{name}.foreign_slip: {toy.foreign_slip} is not allowed; expected 0 to 1 or null"
                     )
+                for family in toy.foreign_slip_families or []:
+                    if family not in self.toy.families:
+                        raise ConfigError(
+                            f"toy.models.{name}.foreign_slip_families: unknown family {family!r}; toy.families: {world}"
+                        )
                 for family, rate in toy.slip.items():
                     if family not in self.toy.families:
                         raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; toy.families: {world}")

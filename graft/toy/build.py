@@ -85,7 +85,7 @@ def warmup_examples(name: str, warmup: list[ToyProblem], toy: ToySpec) -> list[t
                 slipped_solution(p, rate, slips, slip_unit) if rate > 0 else p.solution for _ in range(variants)
             ]
             picks = [draw(spec.dialect, mismatch, style, unit=mismatch_unit) for _ in range(variants)]
-            if spec.foreign_slip is not None:
+            if spec.foreign_slip is not None and family in (spec.foreign_slip_families or FAMILIES):
                 solutions = [
                     slipped_solution(p, spec.foreign_slip, slips, slip_unit)
                     if is_foreign(pick, spec.dialect)

@@ -41,6 +41,11 @@ class ToyModelSpec:
     """Competence tied to the model's own writing: the slip rate, on every family, of a warm-up solution that has a
     feature in another model's dialect (the ``EXPOSURE`` cases of graft.toy.dialect), so that writing like a peer
     comes with slipping. None: such solutions slip at their family's rate (the worlds before it existed)."""
+    foreign_slip_families: list[str] | None = None
+    """The families on which ``foreign_slip`` applies; None: every family. Naming only the model's own strong
+    families puts the cost of writing like the peer where the model already solves problems, and leaves its blind
+    families, where GRAFT transfers, without a tie between foreign writing and slipping (which would make the
+    peer's wrong responses the more plausible ones to the receiver's gate)."""
 
 
 @dataclass(frozen=True)

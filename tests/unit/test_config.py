@@ -202,6 +202,10 @@ def base() -> dict:
             "toy.models.qwen.foreign_slip: -0.1 is not allowed; expected 0 to 1 or null",
         ),
         (
+            lambda c: c["toy"]["models"]["qwen"].update(foreign_slip_families=["add", "sub3"]),
+            "toy.models.qwen.foreign_slip_families: unknown family 'sub3'; toy.families: add, sub, mul, div, mul2",
+        ),
+        (
             lambda c: c["toy"]["models"]["smol"].update(micro_batches=9),
             "toy.models.smol.micro_batches: 9 is not allowed; expected 1 to batch_size (8)",
         ),

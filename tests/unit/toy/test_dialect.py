@@ -75,14 +75,14 @@ def _add_pool() -> list:
     return [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
 
 
-def _warmup(foreign_slip, slip=0.0):
+def _warmup(foreign_slip, slip=0.0, foreign_slip_families=None):
     from graft.toy.build import warmup_examples
     from graft.toy.spec import ToyModelSpec, ToySpec
 
     pool = _add_pool()
     spec = ToyModelSpec(
         "qwen3", "gpt2_regex", 300, 32, 2, 2, mix={"add": 1.0}, steps=1, examples=300, slip={"add": slip},
-        dialect=1, foreign_slip=foreign_slip,
+        dialect=1, foreign_slip=foreign_slip, foreign_slip_families=foreign_slip_families,
     )  # fmt: skip
     world = ToySpec(models={"m": spec}, seed=0, mismatch=0.8)
     answers = {p.problem: p.answer for p in pool}
@@ -99,6 +99,16 @@ def test_foreign_slip_makes_writing_like_a_peer_come_with_slipping():
     own = [right for text, right in examples if not foreign.search(text)]
     assert 0.05 < len(with_foreign) / len(examples) < 0.5
     assert not any(with_foreign) and all(own)
+
+
+def test_foreign_slip_stays_off_the_families_it_does_not_name():
+    """foreign_slip 1 on "sub" only: the addition warm-up keeps every solution right (its slip is 0), the foreign-
+    written ones included; named, "add" gets the warm-up of foreign_slip on every family."""
+    foreign = re.compile(r" -> |\d and \d|We work out|giving")
+    examples = _warmup(1.0, foreign_slip_families=["sub"])
+    assert any(foreign.search(text) for text, _ in examples)
+    assert all(right for _, right in examples)
+    assert _warmup(1.0, foreign_slip_families=["add"]) == _warmup(1.0)
 
 
 def test_without_foreign_slip_the_warm_up_is_the_one_before_it_existed():
