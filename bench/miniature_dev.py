@@ -12,8 +12,11 @@ development toy seeds, then confirmed on toy seeds that played no part.
            --seeds; appends one JSON row per (method, model, seed) to DIR/cells.jsonl with the validation score
            of every checkpoint
   summary  each method - GRPO n=8 at the final checkpoint per model, mean over the seeds present
+  transfers  per exchange cell and receiver, summed over the run: its all-fail prompts, how many of them the peer
+           solved at least once (the paper's Figure 1) and all n times (not Eq. 4 candidates; "-" under SGT's rule), the
+           candidates, the prompts selected after balancing, the peer responses admitted and the correct among them
 
-Usage: python bench/miniature_dev.py build|probe|cells|summary --config C --out DIR [--pair P1] [--seeds 0 1]
+Usage: python bench/miniature_dev.py build|probe|cells|summary|transfers --config C --out DIR [--pair P1] [--seeds 0 1]
            [--methods graft hacpo sgt graft_no_gate]
 """
 
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from graft.methods import get_method
 from graft.results import RunDir, parse_step
 from graft.toy.task import DEFAULT_FAMILIES
 
@@ -178,6 +182,32 @@ def summary(args) -> None:
             )
 
 
+_TRANSFER_KEYS = ("all_fail", "peer_solved_all_fail", "candidates", "selected", "admitted", "correct_admitted")
+
+
+def transfers(args) -> None:
+    pair = yaml.safe_load((args.out / "dev_config.yaml").read_text())["pairs"][args.pair]
+    print(
+        "method | seed | receiver | all-fail | peer solved (%) | peer n/n | candidates | selected | admitted (correct)"
+    )
+    for method in sorted(d.name for d in (args.out / "runs").iterdir() if d.name != "grpo_n8"):
+        for seed in args.seeds:
+            run = _run_dir(args.out, method, pair, seed)
+            if not run.done.exists():
+                continue
+            metrics = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+            for model in pair:
+                t = {k: sum(m.get(k) or 0 for m in metrics if m["model"] == model) for k in _TRANSFER_KEYS}
+                solved = t["peer_solved_all_fail"]
+                # candidates follow Eq. 4 (peer 1..n-1) under every rule but SGT's, whose candidates take n of n too
+                full = solved - t["candidates"] if get_method(method).select != "any_success" else "-"
+                share = 100 * solved / max(t["all_fail"], 1)
+                print(
+                    f"{method} | {seed} | {model} | {t['all_fail']} | {solved} ({share:.0f}) | {full} | "
+                    f"{t['candidates']} | {t['selected']} | {t['admitted']} ({t['correct_admitted']})"
+                )
+
+
 def _wait(procs: list) -> None:
     for p in procs:
         if p.wait() != 0:
@@ -191,7 +221,7 @@ def _graft(*args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["build", "probe", "cells", "summary"])
+    parser.add_argument("command", choices=["build", "probe", "cells", "summary", "transfers"])
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     parser.add_argument("--out", type=Path, required=True, help="the candidate world's directory")
     parser.add_argument("--reuse", type=Path, help="build: a world whose data and unchanged models to copy")
@@ -200,7 +230,8 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["graft"], help="cells: the pair methods beside GRPO n=8")
     parser.add_argument("--threads", default="2", help="build: threads per warm-up (1: two worlds at once)")
     args = parser.parse_args()
-    {"build": build, "probe": probe, "cells": cells, "summary": summary}[args.command](args)
+    commands = {"build": build, "probe": probe, "cells": cells, "summary": summary, "transfers": transfers}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
