@@ -13,8 +13,9 @@ development toy seeds, then confirmed on toy seeds that played no part.
            of every checkpoint
   summary  each method - GRPO n=8 at the final checkpoint per model, mean over the seeds present
   transfers  per exchange cell and receiver, summed over the run: its all-fail prompts, how many of them the peer
-           solved at least once (the paper's Figure 1) and all n times (not Eq. 4 candidates; "-" under SGT's rule), the
-           candidates, the prompts selected after balancing, the peer responses admitted and the correct among them
+           solved at least once (the paper's Figure 1) and all n times (not Eq. 4 candidates; "-" under SGT's
+           rule), the candidates, the prompts selected after balancing, the peer responses admitted and the correct
+           among them
 
 Usage: python bench/miniature_dev.py build|probe|cells|summary|transfers --config C --out DIR [--pair P1] [--seeds 0 1]
            [--methods graft hacpo sgt graft_no_gate]
@@ -150,17 +151,22 @@ def _row(run: RunDir, method: str, model: str, seed: int) -> dict:
         e = json.loads(path.read_text())
         average[e["step"]] = 100 * e["average"]
         final = {k: round(100 * v["pass@1"], 1) for k, v in e["benchmarks"].items()}
-    metrics = [json.loads(line) for line in run.metrics.read_text().splitlines()]
-    mine = [m for m in metrics if m["model"] == model]
+    totals = _run_totals(run, model, ("admitted", "correct_admitted"))
     return {
         "method": method,
         "model": model,
         "seed": seed,
         "average": average,
         "final_by_family": final,
-        "admitted": sum(m.get("admitted") or 0 for m in mine),
-        "admitted_correct": sum(m.get("correct_admitted") or 0 for m in mine),
+        "admitted": totals["admitted"],
+        "admitted_correct": totals["correct_admitted"],
     }
+
+
+def _run_totals(run: RunDir, model: str, keys: tuple[str, ...]) -> dict[str, int]:
+    """Each per-step metric in ``keys`` of ``model``, summed over the run (a step without it counts 0)."""
+    metrics = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    return {k: sum(m.get(k) or 0 for m in metrics if m["model"] == model) for k in keys}
 
 
 def summary(args) -> None:
@@ -186,21 +192,22 @@ _TRANSFER_KEYS = ("all_fail", "peer_solved_all_fail", "candidates", "selected", 
 
 
 def transfers(args) -> None:
-    pair = yaml.safe_load((args.out / "dev_config.yaml").read_text())["pairs"][args.pair]
+    cfg = yaml.safe_load((args.out / "dev_config.yaml").read_text())
+    pair = cfg["pairs"][args.pair]
     print(
         "method | seed | receiver | all-fail | peer solved (%) | peer n/n | candidates | selected | admitted (correct)"
     )
     for method in sorted(d.name for d in (args.out / "runs").iterdir() if d.name != "grpo_n8"):
+        # candidates follow Eq. 4 (peer 1..n-1) under every rule but SGT's, whose candidates take n of n too
+        eq4 = get_method(method, cfg.get("methods")).select != "any_success"
         for seed in args.seeds:
             run = _run_dir(args.out, method, pair, seed)
             if not run.done.exists():
                 continue
-            metrics = [json.loads(line) for line in run.metrics.read_text().splitlines()]
             for model in pair:
-                t = {k: sum(m.get(k) or 0 for m in metrics if m["model"] == model) for k in _TRANSFER_KEYS}
+                t = _run_totals(run, model, _TRANSFER_KEYS)
                 solved = t["peer_solved_all_fail"]
-                # candidates follow Eq. 4 (peer 1..n-1) under every rule but SGT's, whose candidates take n of n too
-                full = solved - t["candidates"] if get_method(method).select != "any_success" else "-"
+                full = solved - t["candidates"] if eq4 else "-"
                 share = 100 * solved / max(t["all_fail"], 1)
                 print(
                     f"{method} | {seed} | {model} | {t['all_fail']} | {solved} ({share:.0f}) | {full} | "
