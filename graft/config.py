@@ -15,7 +15,7 @@ import yaml
 from graft.errors import ConfigError
 from graft.toy.dialect import DIALECTS, UNITS
 from graft.toy.spec import ToySpec
-from graft.toy.task import SLIP_UNITS
+from graft.toy.task import MAX_WRONG_FACTS, SLIP_UNITS
 from graft.typed_config import from_dict
 
 
@@ -468,6 +468,15 @@ class RunConfig:
                 if toy.foreign_slip is not None and not 0 <= toy.foreign_slip <= 1:
                     raise ConfigError(
                         f"toy.models.{name}.foreign_slip: {toy.foreign_slip} is not allowed; expected 0 to 1 or null"
+                    )
+                if not 0 <= toy.wrong_facts <= MAX_WRONG_FACTS:
+                    raise ConfigError(
+                        f"toy.models.{name}.wrong_facts: {toy.wrong_facts} is not allowed; expected 0 to "
+                        f"{MAX_WRONG_FACTS} (facts per operation)"
+                    )
+                if not 0 <= toy.wrong_fact_rate <= 1:
+                    raise ConfigError(
+                        f"toy.models.{name}.wrong_fact_rate: {toy.wrong_fact_rate} is not allowed; expected 0 to 1"
                     )
                 for family in toy.foreign_slip_families or []:
                     if family not in self.toy.families:

@@ -47,6 +47,14 @@ class ToyModelSpec:
     families, where GRAFT transfers, without a tie between foreign writing and slipping (which would make the
     peer's wrong responses the more plausible ones to the receiver's gate)."""
 
+    wrong_facts: int = 0
+    """Digit facts the model holds wrong, per operation: that many addition facts (7+8), subtraction facts of a
+    borrowing column (13-7) and multiplication facts (7*8), drawn from the toy seed and the model's name, each off
+    by one (graft.toy.task.draw_wrong_facts). Real models' errors are idiosyncratic: a prompt that needs one of a
+    model's wrong facts fails for it and, unless it also needs one of the peer's, not for the peer. 0: none."""
+    wrong_fact_rate: float = 0.9
+    """The probability that each use of a wrong fact in a warm-up solution is written wrong (the rest: right)."""
+
 
 @dataclass(frozen=True)
 class ToySpec:

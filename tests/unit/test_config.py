@@ -206,6 +206,14 @@ def base() -> dict:
             "toy.models.qwen.foreign_slip_families: unknown family 'sub3'; toy.families: add, sub, mul, div, mul2",
         ),
         (
+            lambda c: c["toy"]["models"]["qwen"].update(wrong_facts=30),
+            "toy.models.qwen.wrong_facts: 30 is not allowed; expected 0 to 29 (facts per operation)",
+        ),
+        (
+            lambda c: c["toy"]["models"]["smol"].update(wrong_fact_rate=1.5),
+            "toy.models.smol.wrong_fact_rate: 1.5 is not allowed; expected 0 to 1",
+        ),
+        (
             lambda c: c["toy"]["models"]["smol"].update(micro_batches=9),
             "toy.models.smol.micro_batches: 9 is not allowed; expected 1 to batch_size (8)",
         ),
