@@ -8,6 +8,9 @@ development toy seeds, then confirmed on toy seeds that played no part.
   build    the toy world (``--reuse DIR``: copy data and the models whose settings are unchanged from DIR)
   probe    per family at T = 1 with n = 8: success and all-fail share of each model; per direction:
            candidates, selected after balancing, gate pass rate of correct and of wrong peer responses
+  facts    in a world with wrong digit facts (toy.models.<m>.wrong_facts): per model at T = 1 with n = 8, success
+           and all-fail prompts among the validation prompts that use none of the pair's wrong facts, only its
+           own, only the peer's, or both; and how many of its all-fail prompts the peer solves
   cells    GRPO n=8 of both models and each pair method of --methods (default: GRAFT) on the pair, for each
            --seeds; appends one JSON row per (method, model, seed) to DIR/cells.jsonl with the validation score
            of every checkpoint
@@ -17,8 +20,8 @@ development toy seeds, then confirmed on toy seeds that played no part.
            rule), the candidates, the prompts selected after balancing, the peer responses admitted and the correct
            among them
 
-Usage: python bench/miniature_dev.py build|probe|cells|summary|transfers --config C --out DIR [--pair P1] [--seeds 0 1]
-           [--methods graft hacpo sgt graft_no_gate]
+Usage: python bench/miniature_dev.py build|probe|facts|cells|summary|transfers --config C --out DIR [--pair P1]
+           [--seeds 0 1] [--methods graft hacpo sgt graft_no_gate]
 """
 
 from __future__ import annotations
@@ -109,6 +112,42 @@ def probe(args) -> None:
             f"wrong {d['gate_pass_rate_incorrect']}"
         )
     (args.out / f"probe_{args.pair}.json").write_text(json.dumps(report, indent=1))
+
+
+def facts(args) -> None:
+    import random
+
+    import torch
+
+    from graft.config import load_config
+    from graft.engine.policy import load_policy
+    from graft.engine.reward import last_boxed
+    from graft.engine.rollout import HFRollout
+    from graft.toy.build import model_wrong_facts, read_problems
+    from graft.toy.task import slipped_solution, wrong_recall
+
+    torch.set_num_threads(2)
+    cfg = load_config(dev_config(args.config, args.out))
+    pair = list(cfg.pairs[args.pair])
+    problems = read_problems(args.out / "toy/data/validation.jsonl")
+    uses, solved, n = {}, {}, 8
+    for name in pair:
+        recall = wrong_recall(model_wrong_facts(name, cfg.toy), 1.0, random.Random(0))
+        uses[name] = [slipped_solution(p, 0.0, random.Random(0), recall=recall) != p.solution for p in problems]
+        policy = load_policy(name, cfg.models[name])
+        prompts = [policy.encode(policy.prompt_text(p.problem)) for p in problems]
+        groups = HFRollout(policy, cfg.train.max_response_tokens, 1.0, 1.0).generate(prompts, n, seed=0)
+        solved[name] = [sum(last_boxed(s.text) == p.answer for s in g) for g, p in zip(groups, problems, strict=True)]
+    print("model | prompts using: none / own only / peer's only / both: count, success %, all-fail | peer solves")
+    for name, peer in (pair, pair[::-1]):
+        cells = []
+        for own, theirs in ((False, False), (True, False), (False, True), (True, True)):
+            chosen = [i for i in range(len(problems)) if (uses[name][i], uses[peer][i]) == (own, theirs)]
+            success = 100 * sum(solved[name][i] for i in chosen) / max(n * len(chosen), 1)
+            cells.append(f"{len(chosen)}, {success:.0f}%, {sum(solved[name][i] == 0 for i in chosen)}")
+        failed = [i for i in range(len(problems)) if solved[name][i] == 0]
+        rescued = sum(solved[peer][i] > 0 for i in failed)
+        print(f"{name} | " + " / ".join(cells) + f" | {rescued} of {len(failed)} all-fail")
 
 
 def cells(args) -> None:
@@ -228,7 +267,15 @@ def _graft(*args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["build", "probe", "cells", "summary", "transfers"])
+    commands = {
+        "build": build,
+        "probe": probe,
+        "facts": facts,
+        "cells": cells,
+        "summary": summary,
+        "transfers": transfers,
+    }
+    parser.add_argument("command", choices=list(commands))
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     parser.add_argument("--out", type=Path, required=True, help="the candidate world's directory")
     parser.add_argument("--reuse", type=Path, help="build: a world whose data and unchanged models to copy")
@@ -237,7 +284,6 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["graft"], help="cells: the pair methods beside GRPO n=8")
     parser.add_argument("--threads", default="2", help="build: threads per warm-up (1: two worlds at once)")
     args = parser.parse_args()
-    commands = {"build": build, "probe": probe, "cells": cells, "summary": summary, "transfers": transfers}
     commands[args.command](args)
 
 
