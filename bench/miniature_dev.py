@@ -14,13 +14,17 @@ development toy seeds, then confirmed on toy seeds that played no part.
   cells    GRPO n=8 of both models and each pair method of --methods (default: GRAFT) on the pair, for each
            --seeds; appends one JSON row per (method, model, seed) to DIR/cells.jsonl with the validation score
            of every checkpoint
+  exposure per run of --methods (default: GRAFT) and receiver: the peer's correct responses on Eq. 4 candidate
+           prompts (receiver 0 of n, peer 1 to n-1; before balancing and the gate), per family, and, in a world
+           with wrong digit facts, on prompts that use each of the receiver's wrong facts: how many updates could
+           carry each skill
   summary  each method - GRPO n=8 at the final checkpoint per model, mean over the seeds present
   transfers  per exchange cell and receiver, summed over the run: its all-fail prompts, how many of them the peer
            solved at least once (the paper's Figure 1) and all n times (not Eq. 4 candidates; "-" under SGT's
            rule), the candidates, the prompts selected after balancing, the peer responses admitted and the correct
            among them
 
-Usage: python bench/miniature_dev.py build|probe|facts|cells|summary|transfers --config C --out DIR [--pair P1]
+Usage: python bench/miniature_dev.py build|probe|facts|cells|exposure|summary|transfers --config C --out DIR [--pair P1]
            [--seeds 0 1] [--methods graft hacpo sgt graft_no_gate]
 """
 
@@ -254,6 +258,65 @@ def transfers(args) -> None:
                 )
 
 
+def _uses_facts(wrong: dict, problems: list) -> dict[str, list[str]]:
+    """Per problem id, the facts of ``wrong`` (formatted, ``7+8=16``) that its solution uses."""
+    import random
+
+    from graft.toy.task import format_facts, slipped_solution, wrong_recall
+
+    recalls = {
+        fact: wrong_recall({key: value}, 1.0, random.Random(0))
+        for fact, (key, value) in zip(format_facts(wrong), wrong.items(), strict=True)
+    }
+    return {
+        p.id: [f for f, r in recalls.items() if slipped_solution(p, 0.0, random.Random(0), recall=r) != p.solution]
+        for p in problems
+    }
+
+
+def exposure(args) -> None:
+    import pandas as pd
+
+    from graft.config import load_config
+    from graft.toy.build import model_wrong_facts, read_problems
+    from graft.toy.task import format_facts
+
+    cfg = load_config(args.out / "dev_config.yaml")
+    presets = yaml.safe_load((args.out / "dev_config.yaml").read_text()).get("methods")
+    pair = list(cfg.pairs[args.pair])
+    print("method | seed | receiver | candidates | peer correct | by family | by wrong fact, descending")
+    problems = {p.id: p for p in read_problems(args.out / "toy/data/train.jsonl")}
+    for method in args.methods:
+        n = get_method(method, presets).n
+        for seed in args.seeds:
+            run = _run_dir(args.out, method, pair, seed)
+            if not run.done.exists():
+                continue
+            solved = {
+                m: pd.concat(pd.read_parquet(f) for f in sorted(run.trajectories(m).glob("*.parquet")))
+                .groupby(["step", "prompt_id"])
+                .reward.sum()
+                for m in pair
+            }
+            for receiver, peer in (pair, pair[::-1]):
+                both = pd.concat([solved[receiver].rename("own"), solved[peer].rename("peer")], axis=1).dropna()
+                cand = both[(both.own == 0) & (both.peer > 0) & (both.peer < n)].reset_index()
+                by_family, by_fact = {}, {}
+                wrong = model_wrong_facts(receiver, cfg.toy)
+                uses = _uses_facts(wrong, [problems[i] for i in set(cand.prompt_id)]) if wrong else {}
+                for pid, correct in zip(cand.prompt_id, cand.peer, strict=True):
+                    family = problems[pid].family
+                    by_family[family] = by_family.get(family, 0) + int(correct)
+                    for fact in uses.get(pid, []):
+                        by_fact[fact] = by_fact.get(fact, 0) + int(correct)
+                families = ", ".join(f"{f} {c}" for f, c in sorted(by_family.items(), key=lambda x: -x[1]))
+                line = f"{method} | {seed} | {receiver} | {len(cand)} | {int(cand.peer.sum())} | {families}"
+                if wrong:
+                    counts = sorted((by_fact.get(f, 0) for f in format_facts(wrong)), reverse=True)
+                    line += f" | {' '.join(map(str, counts))}"
+                print(line)
+
+
 def _wait(procs: list) -> None:
     for p in procs:
         if p.wait() != 0:
@@ -272,6 +335,7 @@ def main() -> None:
         "probe": probe,
         "facts": facts,
         "cells": cells,
+        "exposure": exposure,
         "summary": summary,
         "transfers": transfers,
     }
