@@ -8,6 +8,8 @@ carry and borrow 1). Each solution is a
 column method whose steps are small lookups (``7+8 = 15``), so a peer's solution is mostly predictable text for
 a receiver that knows the format, and a model trained on a family can generalise to unseen problems of it.
 Families use different step skills, so that a model trained mostly on some families stays weak on the others.
+The digit facts of the column steps go through a ``recall`` hook, so that a model can also hold a few facts of its
+own wrong (``wrong_recall``) and fail on some prompts of a family it otherwise solves.
 """
 
 from __future__ import annotations
