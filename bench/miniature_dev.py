@@ -119,8 +119,6 @@ def probe(args) -> None:
 
 
 def facts(args) -> None:
-    import random
-
     import torch
 
     from graft.config import load_config
@@ -128,7 +126,7 @@ def facts(args) -> None:
     from graft.engine.reward import last_boxed
     from graft.engine.rollout import HFRollout
     from graft.toy.build import model_wrong_facts, read_problems
-    from graft.toy.task import slipped_solution, wrong_recall
+    from graft.toy.task import facts_used
 
     torch.set_num_threads(2)
     cfg = load_config(dev_config(args.config, args.out))
@@ -136,8 +134,8 @@ def facts(args) -> None:
     problems = read_problems(args.out / "toy/data/validation.jsonl")
     uses, solved, n = {}, {}, 8
     for name in pair:
-        recall = wrong_recall(model_wrong_facts(name, cfg.toy), 1.0, random.Random(0))
-        uses[name] = [slipped_solution(p, 0.0, random.Random(0), recall=recall) != p.solution for p in problems]
+        wrong = model_wrong_facts(name, cfg.toy)
+        uses[name] = [bool(facts_used(p, wrong)) for p in problems]
         policy = load_policy(name, cfg.models[name])
         prompts = [policy.encode(policy.prompt_text(p.problem)) for p in problems]
         groups = HFRollout(policy, cfg.train.max_response_tokens, 1.0, 1.0).generate(prompts, n, seed=0)
@@ -258,36 +256,19 @@ def transfers(args) -> None:
                 )
 
 
-def _uses_facts(wrong: dict, problems: list) -> dict[str, list[str]]:
-    """Per problem id, the facts of ``wrong`` (formatted, ``7+8=16``) that its solution uses."""
-    import random
-
-    from graft.toy.task import format_facts, slipped_solution, wrong_recall
-
-    recalls = {
-        fact: wrong_recall({key: value}, 1.0, random.Random(0))
-        for fact, (key, value) in zip(format_facts(wrong), wrong.items(), strict=True)
-    }
-    return {
-        p.id: [f for f, r in recalls.items() if slipped_solution(p, 0.0, random.Random(0), recall=r) != p.solution]
-        for p in problems
-    }
-
-
 def exposure(args) -> None:
     import pandas as pd
 
     from graft.config import load_config
     from graft.toy.build import model_wrong_facts, read_problems
-    from graft.toy.task import format_facts
+    from graft.toy.task import facts_used, format_facts
 
     cfg = load_config(args.out / "dev_config.yaml")
-    presets = yaml.safe_load((args.out / "dev_config.yaml").read_text()).get("methods")
     pair = list(cfg.pairs[args.pair])
     print("method | seed | receiver | candidates | peer correct | by family | by wrong fact, descending")
     problems = {p.id: p for p in read_problems(args.out / "toy/data/train.jsonl")}
     for method in args.methods:
-        n = get_method(method, presets).n
+        n = get_method(method, cfg.methods).n
         for seed in args.seeds:
             run = _run_dir(args.out, method, pair, seed)
             if not run.done.exists():
@@ -303,7 +284,7 @@ def exposure(args) -> None:
                 cand = both[(both.own == 0) & (both.peer > 0) & (both.peer < n)].reset_index()
                 by_family, by_fact = {}, {}
                 wrong = model_wrong_facts(receiver, cfg.toy)
-                uses = _uses_facts(wrong, [problems[i] for i in set(cand.prompt_id)]) if wrong else {}
+                uses = {pid: facts_used(problems[pid], wrong) for pid in set(cand.prompt_id)} if wrong else {}
                 for pid, correct in zip(cand.prompt_id, cand.peer, strict=True):
                     family = problems[pid].family
                     by_family[family] = by_family.get(family, 0) + int(correct)

@@ -341,6 +341,17 @@ def format_facts(wrong: WrongFacts) -> list[str]:
     return [f"{x}{op}{y}={value}" for (op, x, y), value in wrong.items()]
 
 
+def facts_used(problem: ToyProblem, wrong: WrongFacts) -> list[str]:
+    """The facts of ``wrong`` (formatted) that change the problem's solution when held: those it needs, less any
+    that the column's range rule leaves unused (``solve_sub``)."""
+    return [
+        fact
+        for fact, (key, value) in zip(format_facts(wrong), wrong.items(), strict=True)
+        if slipped_solution(problem, 0.0, random.Random(0), recall=wrong_recall({key: value}, 1.0, random.Random(0)))
+        != problem.solution
+    ]
+
+
 SLIP_UNITS = ("point", "solution")
 """What a slip rate draws for: each slip point on its own (a careless model: a wrong solution is usually right but
 for one step) or a whole solution (a misconception: a wrong solution makes the same mistake at every step)."""

@@ -19,6 +19,7 @@ from graft.toy.task import (
     draw_wrong_facts,
     exact,
     fact_candidates,
+    facts_used,
     format_facts,
     make_problem,
     slipped_solution,
@@ -85,6 +86,15 @@ def test_a_solution_is_wrong_exactly_when_it_uses_a_wrong_fact(family, index, se
     assert (written != problem.solution) == (last_boxed(written) != problem.answer)
     never = wrong_recall(wrong, 0.0, random.Random(seed))
     assert slipped_solution(problem, 0.0, random.Random(0), recall=never) == problem.solution
+
+
+def test_the_facts_a_problem_uses():
+    """578+96 adds 8+6 and 7+9 (with its carry), never 5+5; 10-9 held as 0 is used by 300-99's units column,
+    though the range rule keeps it out of the tens column."""
+    wrong = {("+", 6, 8): 15, ("+", 5, 5): 11, ("+", 7, 9): 15}
+    assert facts_used(make_problem("add", 2, (578, 96)), wrong) == ["6+8=15", "7+9=15"]
+    assert facts_used(make_problem("add", 2, (578, 96)), {}) == []
+    assert facts_used(make_problem("sub", 2, (300, 99)), {("-", 10, 9): 0}) == ["10-9=0"]
 
 
 def test_formatted_facts_read_as_the_model_writes_them():
