@@ -38,9 +38,10 @@ class ToyModelSpec:
     """How the model writes its solutions (graft.toy.dialect): 0 the common writing; 1 or 2 a dialect of its own,
     used for each feature of a warm-up solution with probability ``toy.mismatch``."""
     foreign_slip: float | None = None
-    """Competence tied to the model's own writing: the slip rate, on every family, of a warm-up solution that has a
-    feature in another model's dialect (the ``EXPOSURE`` cases of graft.toy.dialect), so that writing like a peer
-    comes with slipping. None: such solutions slip at their family's rate (the worlds before it existed)."""
+    """Competence tied to the model's own writing: the slip rate, on the families ``foreign_slip_families`` names
+    (all by default), of a warm-up solution that has a feature in another model's dialect (the ``EXPOSURE`` cases
+    of graft.toy.dialect), so that writing like a peer comes with slipping. None: such solutions slip at their
+    family's rate (the worlds before it existed)."""
     foreign_slip_families: list[str] | None = None
     """The families on which ``foreign_slip`` applies; None: every family. Naming only the model's own strong
     families puts the cost of writing like the peer where the model already solves problems, and leaves its blind
