@@ -102,6 +102,12 @@ class TrainSpec:
     """Padded tokens (responses x longest prompt + response) per forward pass at most, on top of
     ``micro_batch``; None: no token budget. Long responses then share a pass with fewer others."""
 
+    logits_chunk_mib: float = 512
+    """MiB of float32 logits computed at once when log-probs are taken (scoring and updates): a forward pass
+    whose logits would be larger projects its response positions onto the vocabulary that many positions at a
+    time (512 MiB: 883 positions of Qwen3's 151,936 tokens), and the backward recomputes each chunk. Memory, not
+    the numbers, depends on it (float32 rounding aside)."""
+
     rollout_batch: int = 256
     """Sequences per generate call."""
 
@@ -336,6 +342,8 @@ class RunConfig:
         for name in (*counts, "micro_batch"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
+        if not t.logits_chunk_mib > 0:
+            raise ConfigError(f"train.logits_chunk_mib: {t.logits_chunk_mib} is not allowed; expected a number > 0")
         if t.micro_batch_tokens is not None and t.micro_batch_tokens < 1:
             raise ConfigError(f"train.micro_batch_tokens: {t.micro_batch_tokens} is not allowed; expected >= 1 or null")
         if self.eval is not None and self.eval.selection_runs < 0:

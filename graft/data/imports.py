@@ -32,7 +32,7 @@ from graft.data.problems import Problem, load_problems, read_jsonl
 from graft.data.records import StepRecords, write_step
 from graft.engine.policy import Policy, load_policy
 from graft.engine.reward import Grader
-from graft.engine.scoring import score_responses
+from graft.engine.scoring import ScoringSettings, score_responses
 from graft.errors import ConfigError
 from graft.results import parse_step, write_text
 
@@ -212,8 +212,7 @@ def _step_records(
             prompt_ids.append(prompt)
             token_ids.append(ids[:limit] if cut else [*ids, policy.eos_token_id])
             truncated.append(cut)
-    t = config.train
-    logps, _ = score_responses(policy, prompt_ids, token_ids, t.temperature, t.micro_batch)
+    logps, _ = score_responses(policy, prompt_ids, token_ids, ScoringSettings.from_train(config.train))
     by_group = lambda flat: [flat[g * n : (g + 1) * n] for g in range(len(order))]  # noqa: E731
     return StepRecords(
         model=policy.name,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-from graft.config import ModelSpec
+from graft.config import ModelSpec, TrainSpec
+from graft.engine.logprobs import packed_response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.errors import ConfigError
 
@@ -131,30 +132,39 @@ def response_logprobs(
     responses: list[list[int]],
     pad_id: int,
     temperature: float = 1.0,
+    logits_chunk_mib: float = TrainSpec.logits_chunk_mib,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log pi(o_t | q, o_<t) of each response after its prompt, in one forward pass.
 
     Rows are prompt + response, right-padded, so every row's positions start at 0 exactly as in a left-padded
-    generate call. Log-probs come from the raw logits divided by the temperature.
+    generate call. Log-probs come from the raw logits divided by the temperature, computed ``logits_chunk_mib``
+    MiB of logits at a time (graft.engine.logprobs), never for the whole batch at once.
 
     Returns:
         (logp [B, T], mask [B, T]) with T the longest response; logp carries the graph if grad is enabled.
     """
-    rows = [p + r for p, r in zip(prompts, responses, strict=True)]
-    ids, attn = pad_right(rows, pad_id)
-    device = model_device(model)
-    ids, attn = ids.to(device), attn.to(device)
-    logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
-    logp_all = torch.log_softmax(logits / temperature, dim=-1)
-    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    rows = [p + r for p, r in zip(prompts, responses, strict=True)]
+    ids, attn = pad_right(rows, pad_id)
     width = max((len(r) for r in responses), default=0)
-    mask = torch.zeros(len(rows), width, dtype=torch.bool, device=device)
-    index = torch.zeros(len(rows), width, dtype=torch.long, device=device)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool)
+    row_index, position = [], []
     for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
         # token j of the response sits at position len(p) + j and is predicted from position len(p) + j - 1
-        index[i, : len(r)] = torch.arange(len(p) - 1, len(p) - 1 + len(r))
+        row_index += [i] * len(r)
+        position += range(len(p) - 1, len(p) - 1 + len(r))
         mask[i, : len(r)] = True
-    out = token_logp.gather(1, index.clamp(max=max(token_logp.shape[1] - 1, 0)))
-    return torch.where(mask, out, torch.zeros_like(out)), mask
+    device = model_device(model)
+    ids, attn, mask = ids.to(device), attn.to(device), mask.to(device)
+    packed = packed_response_logprobs(
+        model,
+        ids,
+        attn.long(),
+        torch.tensor(row_index, dtype=torch.long, device=device),
+        torch.tensor(position, dtype=torch.long, device=device),
+        temperature,
+        logits_chunk_mib,
+    )
+    out = torch.zeros(mask.shape, dtype=packed.dtype, device=device)
+    return out.masked_scatter(mask, packed), mask

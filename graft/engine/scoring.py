@@ -3,12 +3,13 @@ policy (the first term of paper Eq. 7, and the rho denominator of Eq. 9 for graf
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from graft.algo import mean_token_logprob
+from graft.config import TrainSpec
+from graft.engine.batching import pack_micro_batches
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
 
@@ -16,14 +17,25 @@ from graft.engine.policy import Policy, response_logprobs
 @dataclass(frozen=True)
 class ScoringSettings:
     """How a model scores responses with its training forward: transferred ones (the gate and the ratio's
-    denominator), and its own when their old log-probs are recomputed."""
+    denominator), and its own when their old log-probs are recomputed. Built from the config's ``train``
+    section (``from_train``), whose fields document each setting."""
 
-    temperature: float = 1.0
-    """Log-probs from logits / temperature, as the model samples."""
-    micro_batch: int = 64
-    """Responses per forward pass at most."""
+    temperature: float = TrainSpec.temperature
+    micro_batch: int = TrainSpec.micro_batch
+    micro_batch_tokens: int | None = TrainSpec.micro_batch_tokens
+    logits_chunk_mib: float = TrainSpec.logits_chunk_mib
     max_response_tokens: int | None = None
     """The receiver's response limit: every method cuts re-tokenized peer responses to it. None: no cut."""
+
+    @classmethod
+    def from_train(cls, train: TrainSpec) -> ScoringSettings:
+        return cls(
+            train.temperature,
+            train.micro_batch,
+            train.micro_batch_tokens,
+            train.logits_chunk_mib,
+            train.max_response_tokens,
+        )
 
 
 def retokenize(policy: Policy, prompt_text: str, response: str, generated_eos: bool) -> tuple[list[int], list[int]]:
@@ -57,11 +69,11 @@ def score_responses(
     policy: Policy,
     prompt_ids: list[list[int]],
     response_ids: list[list[int]],
-    temperature: float = 1.0,
-    micro_batch: int = 64,
+    settings: ScoringSettings,
     world: World = SINGLE,
 ) -> tuple[list[list[float]], torch.Tensor]:
-    """Per-token log-probs of token sequences under ``policy`` (its training forward), one pass per micro-batch.
+    """Per-token log-probs of token sequences under ``policy`` (its training forward), in forward passes cut by
+    ``settings.micro_batch`` rows and ``settings.micro_batch_tokens`` padded tokens.
 
     Under several processes each scores every ``size``-th response (the model is sharded, so every process
     runs the same number of forward passes, an empty share a one-row pass) and the scores are gathered.
@@ -69,22 +81,19 @@ def score_responses(
     Returns:
         (per-token log-probs of each response, mean token log-likelihood [R] (Eq. 6)).
     """
-    mine = world.share(range(len(prompt_ids)))
-    # process 0 has the largest share; every process runs that many passes
-    passes = math.ceil(math.ceil(len(prompt_ids) / world.size) / micro_batch)
+    lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
+    budget = (settings.micro_batch, settings.micro_batch_tokens)
+    shares = [World(rank, world.size).share(range(len(prompt_ids))) for rank in range(world.size)]
+    # every process runs as many passes as the busiest one: a pure function of the lengths, the same everywhere
+    passes = max(len(pack_micro_batches(share, lengths, *budget)) for share in shares)
+    plan = pack_micro_batches(shares[world.rank], lengths, *budget)
     scored: list[tuple[list[float], float]] = []
     for k in range(passes):
-        rows = mine[k * micro_batch : (k + 1) * micro_batch]
+        rows = plan[k] if k < len(plan) else []
         if not rows:  # keeps a sharded model's collectives in step; the result is dropped
-            response_logprobs(policy.model, prompt_ids[:1], response_ids[:1], policy.pad_token_id, temperature)
+            _logprobs(policy, prompt_ids[:1], response_ids[:1], settings)
             continue
-        logp, mask = response_logprobs(
-            policy.model,
-            [prompt_ids[i] for i in rows],
-            [response_ids[i] for i in rows],
-            policy.pad_token_id,
-            temperature,
-        )
+        logp, mask = _logprobs(policy, [prompt_ids[i] for i in rows], [response_ids[i] for i in rows], settings)
         means = mean_token_logprob(logp, mask).cpu().tolist()
         logps = [row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True)]
         scored.extend(zip(logps, means, strict=True))
@@ -92,13 +101,18 @@ def score_responses(
     return [lp for lp, _ in ordered], torch.tensor([m for _, m in ordered], dtype=torch.float32)
 
 
+def _logprobs(policy: Policy, prompts: list[list[int]], responses: list[list[int]], settings: ScoringSettings):
+    return response_logprobs(
+        policy.model, prompts, responses, policy.pad_token_id, settings.temperature, settings.logits_chunk_mib
+    )
+
+
 def score_peer_responses(
     policy: Policy,
     prompt_texts: list[str],
     responses: list[str],
     generated_eos: list[bool],
-    temperature: float = 1.0,
-    micro_batch: int = 64,
+    settings: ScoringSettings,
     world: World = SINGLE,
 ) -> tuple[list[list[int]], list[list[int]], list[list[float]], torch.Tensor]:
     """Re-tokenize peer responses for the receiver and score them with its behaviour policy.
@@ -107,7 +121,7 @@ def score_peer_responses(
         (prompt_ids, response_ids, per-token receiver log-probs, mean token log-likelihood [R]).
     """
     prompts, resp_ids = retokenize_all(policy, prompt_texts, responses, generated_eos)
-    logps, mean = score_responses(policy, prompts, resp_ids, temperature, micro_batch, world)
+    logps, mean = score_responses(policy, prompts, resp_ids, settings, world)
     return prompts, resp_ids, logps, mean
 
 

@@ -18,7 +18,7 @@ from graft.data.problems import Problem
 from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout
-from graft.engine.scoring import score_peer_responses
+from graft.engine.scoring import ScoringSettings, score_peer_responses
 from graft.errors import ConfigError
 from graft.seeding import derive
 
@@ -41,11 +41,14 @@ def analyse(
     top_p: float = 1.0,
     delta: float = 0.8,
     sets: list[str] | None = None,
+    scoring: ScoringSettings | None = None,
 ) -> dict:
     """Sample, grade and score; returns a JSON-ready report for the two policies.
 
-    ``sets`` labels each problem with the benchmark it came from, for per-set accuracies.
+    ``sets`` labels each problem with the benchmark it came from, for per-set accuracies. ``scoring``: how a
+    receiver scores the peer's responses (its forward passes' budgets); None: the defaults at ``temperature``.
     """
+    scoring = scoring or ScoringSettings(temperature=temperature)
     a, b = policies
     samples, rewards = {}, {}
     for pol in policies:
@@ -87,7 +90,7 @@ def analyse(
             k_recv=k[recv],
             candidates=cand[(src, recv)],
             chosen=chosen,
-            temperature=temperature,
+            scoring=scoring,
             delta=delta,
         )
     return report
@@ -102,7 +105,7 @@ def _direction(
     k_recv: torch.Tensor,
     candidates: torch.Tensor,
     chosen: torch.Tensor,
-    temperature: float,
+    scoring: ScoringSettings,
     delta: float,
 ) -> dict:
     """One direction's figures: the receiver's all-fail prompts, what the source has for them, and how the gate
@@ -115,7 +118,7 @@ def _direction(
     responses = [src_samples[g][i] for g, i in flat]
     if flat:
         _, _, _, recv_mean = score_peer_responses(
-            receiver, texts, [s.text for s in responses], [not s.truncated for s in responses], temperature
+            receiver, texts, [s.text for s in responses], [not s.truncated for s in responses], scoring
         )
     else:
         recv_mean = torch.zeros(0)
@@ -168,7 +171,17 @@ def complementarity(
     t = config.train
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
         report = analyse(
-            policies, problems, grader, n, seed, t.max_response_tokens, t.temperature, t.top_p, delta, sets
+            policies,
+            problems,
+            grader,
+            n,
+            seed,
+            t.max_response_tokens,
+            t.temperature,
+            t.top_p,
+            delta,
+            sets,
+            ScoringSettings.from_train(t),
         )
     report["data"] = [str(f) for f in files]
     return report

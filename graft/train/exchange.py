@@ -256,7 +256,7 @@ def _score(
     p_ids, full = retokenize_all(receiver, texts, responses, eos)
     r_ids, cut = cut_to_limit(full, scoring.max_response_tokens)
     if (method.gate == "compat" or method.update == "clipped") and flat:
-        old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring.temperature, scoring.micro_batch, world)
+        old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring, world)
         return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean, cut)
     return _Scored(p_ids, r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean, cut)
 

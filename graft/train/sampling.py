@@ -71,8 +71,7 @@ def _trained_logprobs(
         policy,
         [prompts[g] for g, _ in flat],
         [s.token_ids for _, s in flat],
-        scoring.temperature,
-        scoring.micro_batch,
+        scoring,
         world,
     )
     return [logps[g * n : (g + 1) * n] for g in range(len(samples))]

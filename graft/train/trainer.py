@@ -57,8 +57,7 @@ class Trainer:
         self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
         self.learners = [make_learner(name, self.cfg, self.method, world) for name in req.models]
         self.peer = self._peer()
-        t = self.cfg.train
-        self.scoring = ScoringSettings(t.temperature, t.micro_batch, t.max_response_tokens)
+        self.scoring = ScoringSettings.from_train(self.cfg.train)
         self.start_step = 0
 
     def _peer(self) -> NoPeer | LivePair | ArchivePeer:

@@ -13,6 +13,7 @@ import torch
 
 from graft.algo import RATIO_OBJECTIVES, hacpo_loss, luffy_objective, sgt_nll
 from graft.config import TrainSpec
+from graft.engine.batching import pack_micro_batches
 from graft.engine.deepspeed_engine import is_engine
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
@@ -31,6 +32,15 @@ def _kept_tokens(rows: list[Row]) -> int:
     return sum(len(r.response_ids) for r in rows if r.weight > 0)
 
 
+def _logprobs(
+    model: torch.nn.Module, policy: Policy, rows: list[Row], settings: UpdateSettings
+) -> tuple[torch.Tensor, torch.Tensor]:
+    prompts, responses = [r.prompt_ids for r in rows], [r.response_ids for r in rows]
+    return response_logprobs(
+        model, prompts, responses, policy.pad_token_id, settings.temperature, settings.logits_chunk_mib
+    )
+
+
 def _chunk_loss(
     method: Method,
     policy: Policy,
@@ -39,12 +49,10 @@ def _chunk_loss(
     rows: list[Row],
     update_index: int,
     omega_src_learner: float,
-    temperature: float,
-    dual_clip: float | None,
+    settings: UpdateSettings,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    logp, mask = response_logprobs(
-        model, [r.prompt_ids for r in rows], [r.response_ids for r in rows], policy.pad_token_id, temperature
-    )
+    logp, mask = _logprobs(model, policy, rows, settings)
+    dual_clip = settings.dual_clip
     device = logp.device
     old = _pad([r.old_logp for r in rows], logp.shape[1], device)
     adv = torch.tensor([r.advantage for r in rows], device=device)
@@ -59,13 +67,7 @@ def _chunk_loss(
         ref = None
         if ref_model is not None and method.kl_coef > 0:
             with torch.no_grad():
-                ref, _ = response_logprobs(
-                    ref_model,
-                    [r.prompt_ids for r in rows],
-                    [r.response_ids for r in rows],
-                    policy.pad_token_id,
-                    temperature,
-                )
+                ref, _ = _logprobs(ref_model, policy, rows, settings)
         src = torch.tensor([r.src_mean_ll for r in rows], device=device)
         return hacpo_loss(
             logp,
@@ -104,22 +106,7 @@ def plan_micro_batches(
         rank = min(range(world_size), key=lambda r: (load[r], r))
         load[rank] += length[i]
         mine[rank].append(i)
-    plan: list[list[list[int]]] = []
-    for indices in mine:
-        micro: list[list[int]] = []
-        width = 0
-        for i in sorted(indices):
-            wider = max(width, length[i])
-            fits = micro and len(micro[-1]) < max_rows
-            if fits and max_tokens is not None:
-                fits = wider * (len(micro[-1]) + 1) <= max_tokens
-            if fits:
-                micro[-1].append(i)
-                width = wider
-            else:
-                micro.append([i])
-                width = length[i]
-        plan.append(micro)
+    plan = [pack_micro_batches(sorted(indices), length, max_rows, max_tokens) for indices in mine]
     most = max((len(m) for m in plan), default=0)
     return [m + [[] for _ in range(most - len(m))] for m in plan]
 
@@ -208,10 +195,19 @@ class UpdateSettings:
     """Padded tokens per forward pass at most; None: no token budget."""
     dual_clip: float | None = None
     """verl's cap on the ratio of negative-advantage tokens (``train.dual_clip``); None: Eq. 10 as written."""
+    logits_chunk_mib: float = TrainSpec.logits_chunk_mib
+    """MiB of float32 logits made at once (``train.logits_chunk_mib``)."""
 
     @classmethod
     def from_train(cls, train: TrainSpec) -> UpdateSettings:
-        return cls(train.grad_clip, train.micro_batch, train.temperature, train.micro_batch_tokens, train.dual_clip)
+        return cls(
+            train.grad_clip,
+            train.micro_batch,
+            train.temperature,
+            train.micro_batch_tokens,
+            train.dual_clip,
+            train.logits_chunk_mib,
+        )
 
 
 @dataclass
@@ -242,13 +238,7 @@ def _accumulate_nll(
     total = max(sum(1 for r in rows if r.response_ids), 1)
 
     def loss(chunk):
-        logp, mask = response_logprobs(
-            stepper.forward_model,
-            [r.prompt_ids for r in chunk],
-            [r.response_ids for r in chunk],
-            policy.pad_token_id,
-            settings.temperature,
-        )
+        logp, mask = _logprobs(stepper.forward_model, policy, chunk, settings)
         nll = sgt_nll(logp, mask)
         return method.nll_coef * nll, {"nll": nll.detach()}
 
@@ -284,16 +274,13 @@ def minibatch_update(
     else:
         stepper = _TorchStep(policy.model, optimizer, settings.grad_clip)
     stepper.zero_grad()
-    temperature = settings.temperature
     pg_rows = [r for r in rows if not r.nll_only]
     nll_rows = [r for r in rows if r.nll_only]
     total_tokens = max(_kept_tokens(pg_rows), 1)
 
     def pg_loss(chunk):
         model = stepper.forward_model
-        return _chunk_loss(
-            method, policy, model, ref_model, chunk, update_index, omega_src_learner, temperature, settings.dual_clip
-        )
+        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, omega_src_learner, settings)
 
     # HACPO's sequence mean counts the responses that have tokens (hacpo_loss leaves empty ones out)
     total_responses = max(sum(1 for r in pg_rows if r.response_ids), 1)

@@ -54,7 +54,9 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
         load = lambda: deepspeed_engine.load(stepper, out / "ckpt")  # noqa: E731
 
     def update(index: int) -> dict[str, float]:
-        settings = UpdateSettings(grad_clip=1.0, micro_batch=3, micro_batch_tokens=40)
+        # 0.001 MiB: 4 positions of the 64-token vocabulary per chunk, so the sharded model's output projection
+        # runs the checkpointed chunks (the one-process reference makes its logits in one piece)
+        settings = UpdateSettings(grad_clip=1.0, micro_batch=3, micro_batch_tokens=40, logits_chunk_mib=0.001)
         totals = minibatch_update(
             method, policy, stepper, rows, settings=settings, update_index=index, ref_model=ref, world=world
         )
@@ -87,14 +89,14 @@ def score(model_dir: Path, out: Path) -> None:
     """Peer responses scored by a sharded receiver, each process scoring its share (micro-batches of 2)."""
     from graft.config import ModelSpec
     from graft.engine.policy import load_policy
-    from graft.engine.scoring import score_peer_responses
+    from graft.engine.scoring import ScoringSettings, score_peer_responses
 
     torch.set_num_threads(1)
     world = init_world()
     policy = load_policy("A", ModelSpec(path=str(model_dir), template="{problem} =\n"))
     shard_model(policy.model, world)
     texts, responses, eos = scoring_case(policy)
-    result = score_peer_responses(policy, texts, responses, eos, micro_batch=2, world=world)
+    result = score_peer_responses(policy, texts, responses, eos, ScoringSettings(micro_batch=2), world=world)
     if world.is_main:
         torch.save(result, out / "scores.pt")
     close_world(world)

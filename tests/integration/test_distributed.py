@@ -83,14 +83,14 @@ def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_
 
     from graft.config import ModelSpec
     from graft.engine.policy import load_policy
-    from graft.engine.scoring import score_peer_responses
+    from graft.engine.scoring import ScoringSettings, score_peer_responses
 
     worker = [str(WORKER), "score", str(forced_world["A"]), str(tmp_path)]
     result = _torchrun(2, *worker, pythonpath=TESTS)
     assert result.returncode == 0, result.stderr[-3000:]
     sharded = torch.load(tmp_path / "scores.pt", weights_only=False)
     policy = load_policy("A", ModelSpec(path=str(forced_world["A"]), template="{problem} =\n"))
-    single = score_peer_responses(policy, *scoring_case(policy), micro_batch=2)
+    single = score_peer_responses(policy, *scoring_case(policy), ScoringSettings(micro_batch=2))
     assert sharded[0] == single[0] and sharded[1] == single[1]  # the same tokenization, in the same order
     for a, b in zip(sharded[2], single[2], strict=True):
         assert a == pytest.approx(b, abs=1e-5)

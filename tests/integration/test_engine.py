@@ -93,13 +93,17 @@ def test_cross_tokenizer_scoring_and_self_consistency(forced_world):
     texts = [a.prompt_text("What is 2+3?")] * 8
     # A re-scoring its own text, re-tokenized from the string, reproduces its generation log-probs: s = 1.
     # (Only where the string round-trips: a byte-level model can sample bytes that are not valid UTF-8.)
-    _, r_ids, _, mean_self = score_peer_responses(a, texts, [s.text for s in own], [not s.truncated for s in own])
+    _, r_ids, _, mean_self = score_peer_responses(
+        a, texts, [s.text for s in own], [not s.truncated for s in own], ScoringSettings()
+    )
     src = torch.tensor([sum(s.logprobs) / len(s.logprobs) for s in own])
     same = torch.tensor([r == s.token_ids for r, s in zip(r_ids, own, strict=True)])
     assert same.sum() >= 4
     torch.testing.assert_close(mean_self[same], src[same], atol=1e-4, rtol=0)
     # B (BPE) scoring A's (char-level) responses: its own tokenization, its own mean log-likelihood
-    _, r_ids_b, logps_b, mean_b = score_peer_responses(b, texts, [s.text for s in own], [not s.truncated for s in own])
+    _, r_ids_b, logps_b, mean_b = score_peer_responses(
+        b, texts, [s.text for s in own], [not s.truncated for s in own], ScoringSettings()
+    )
     for r, lp, m, s, ok in zip(r_ids_b, logps_b, mean_b, own, same, strict=True):
         assert b.tokenizer.decode(r, skip_special_tokens=True) == s.text
         assert len(lp) == len(r) and m.item() == pytest.approx(sum(lp) / len(lp), abs=1e-5)

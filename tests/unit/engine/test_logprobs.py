@@ -1,0 +1,172 @@
+"""Chunked log-probs (graft.engine.logprobs) against the plain formula: log_softmax of the model's whole logits.
+
+The plain formula is what the package computed before chunking; it is kept here as the reference. A single chunk
+must give it bit for bit (the toy world's digits), several chunks within float32 rounding, for log-probs, a loss
+and its gradient, on small and on large (Qwen3-sized) vocabularies and at a temperature other than 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import GPT2Config, GPT2LMHeadModel, Qwen3Config, Qwen3ForCausalLM
+
+from graft.engine.logprobs import chunk_positions, chunked_token_logprobs
+from graft.engine.policy import pad_right, response_logprobs
+
+QWEN3_VOCAB = 151_936
+GPT2_VOCAB = 50_257
+
+
+def qwen3(vocab: int, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=True,
+    )
+    return Qwen3ForCausalLM(config).eval()
+
+
+def gpt2(vocab: int, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=vocab, n_embd=32, n_layer=1, n_head=4, n_positions=64)
+    config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0
+    return GPT2LMHeadModel(config).eval()
+
+
+def reference_logprobs(model, prompts, responses, pad_id, temperature=1.0):
+    """The plain formula: log_softmax over the whole [B, L, V] logits, then each response token's entry."""
+    ids, attn = pad_right([p + r for p, r in zip(prompts, responses, strict=True)], pad_id)
+    logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
+    token_logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    width = max(len(r) for r in responses)
+    out = torch.zeros(len(prompts), width)
+    mask = torch.zeros(len(prompts), width, dtype=torch.bool)
+    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
+        out[i, : len(r)] = token_logp[i, len(p) - 1 : len(p) - 1 + len(r)]
+        mask[i, : len(r)] = True
+    return out, mask
+
+
+def batch(vocab: int, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    lengths = [(3, 5), (6, 2), (2, 7), (4, 1)]
+    prompts = [torch.randint(1, vocab, (p,), generator=g).tolist() for p, _ in lengths]
+    responses = [torch.randint(1, vocab, (r,), generator=g).tolist() for _, r in lengths]
+    return prompts, responses
+
+
+def loss_and_grads(model, logp, mask):
+    """A token-weighted loss (so positions carry different gradients) and its gradient on every parameter."""
+    weights = torch.linspace(-1.0, 2.0, logp.numel()).reshape(logp.shape)
+    loss = (logp * weights * mask).sum() / mask.sum()
+    grads = torch.autograd.grad(loss, [p for p in model.parameters()])
+    return loss, grads
+
+
+@pytest.mark.parametrize("make", [qwen3, gpt2])
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_one_chunk_is_the_plain_formula_bit_for_bit(make, temperature):
+    model = make(300)
+    prompts, responses = batch(300)
+    ref, ref_mask = reference_logprobs(model, prompts, responses, 0, temperature)
+    ref_loss, ref_grads = loss_and_grads(model, ref, ref_mask)
+    logp, mask = response_logprobs(model, prompts, responses, 0, temperature)
+    loss, grads = loss_and_grads(model, logp, mask)
+    assert torch.equal(mask, ref_mask)
+    assert torch.equal(logp, ref)
+    assert torch.equal(loss, ref_loss)
+    assert all(torch.equal(a, b) for a, b in zip(grads, ref_grads, strict=True))
+
+
+@pytest.mark.parametrize(("make", "vocab"), [(gpt2, GPT2_VOCAB), (qwen3, QWEN3_VOCAB)])
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_many_chunks_equal_the_plain_formula(make, vocab, temperature):
+    model = make(vocab)
+    prompts, responses = batch(vocab)
+    # 1 MiB chunks: 5 positions of GPT-2's vocabulary, 1 of Qwen3's; the batch has 52
+    ref, ref_mask = reference_logprobs(model, prompts, responses, 0, temperature)
+    ref_loss, ref_grads = loss_and_grads(model, ref, ref_mask)
+    logp, mask = response_logprobs(model, prompts, responses, 0, temperature, logits_chunk_mib=1)
+    loss, grads = loss_and_grads(model, logp, mask)
+    assert torch.equal(mask, ref_mask)
+    torch.testing.assert_close(logp, ref, rtol=0, atol=2e-5)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_chunk_positions():
+    assert chunk_positions(QWEN3_VOCAB, 512) == 883  # 512 MiB / (151,936 x 4 bytes)
+    assert chunk_positions(128_256, 512) == 1046
+    assert chunk_positions(QWEN3_VOCAB, 0) == 1
+
+
+class _LargestTensor(TorchDispatchMode):
+    """Records the largest number of elements of any tensor an operation returns."""
+
+    largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_no_tensor_spans_the_batch_times_the_vocabulary():
+    """Item of the design: no [rows, tokens, vocabulary] tensor is ever whole, forward or backward."""
+    model = qwen3(QWEN3_VOCAB)
+    prompts, responses = batch(QWEN3_VOCAB)
+    rows, width = len(prompts), max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+    with _LargestTensor() as seen:
+        logp, mask = response_logprobs(model, prompts, responses, 0, logits_chunk_mib=1)
+        (logp * mask).sum().backward()
+    chunk = chunk_positions(QWEN3_VOCAB, 1)
+    # the largest tensors are the embedding's weight and gradient [V, H] and one chunk's logits [chunk, V]
+    assert seen.largest <= max(QWEN3_VOCAB * 32, chunk * QWEN3_VOCAB)
+    assert seen.largest < rows * width * QWEN3_VOCAB
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(0, 12),
+    vocab=st.integers(2, 40),
+    chunk=st.integers(1, 14),
+    temperature=st.sampled_from([1.0, 0.5, 1.7]),
+    seed=st.integers(0, 2**16),
+)
+def test_chunked_token_logprobs_is_log_softmax_at_the_targets(n, vocab, chunk, temperature, seed):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(n, 6, generator=g, dtype=torch.float64).float().requires_grad_()
+    weight = torch.randn(vocab, 6, generator=g).requires_grad_()
+    bias = torch.randn(vocab, generator=g).requires_grad_()
+    targets = torch.randint(0, vocab, (n,), generator=g)
+    upstream = torch.randn(n, generator=g)
+
+    got = chunked_token_logprobs(hidden, weight, bias, targets, temperature, chunk)
+    want = torch.log_softmax((hidden @ weight.T + bias) / temperature, -1)[torch.arange(n), targets]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if n:
+        got_grads = torch.autograd.grad((got * upstream).sum(), (hidden, weight, bias))
+        want_grads = torch.autograd.grad((want * upstream).sum(), (hidden, weight, bias))
+        for a, b in zip(got_grads, want_grads, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_log_probs_without_gradients_keep_no_graph():
+    model = qwen3(QWEN3_VOCAB)
+    prompts, responses = batch(QWEN3_VOCAB)
+    with torch.no_grad():
+        logp, _ = response_logprobs(model, prompts, responses, 0, logits_chunk_mib=1)
+    assert not logp.requires_grad
