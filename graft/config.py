@@ -6,6 +6,7 @@ refused with one line that names it and what it accepts (exit code 2 on the comm
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +18,22 @@ from graft.toy.dialect import DIALECTS, UNITS
 from graft.toy.spec import ToySpec
 from graft.toy.task import MAX_WRONG_FACTS, SLIP_UNITS
 from graft.typed_config import from_dict
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """A model's sizes for the memory plan (``graft plan``), as its config.json states them; needed only while the
+    model is not downloaded (the plan reads config.json when it is)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool = True
+    """The output projection is the input embedding (one [vocab, hidden] matrix)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,9 @@ class ModelSpec:
 
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter dtype for training and rollout."""
+
+    sizes: ModelSizes | None = None
+    """Sizes for the memory plan while the model is not downloaded; None: read from ``path``/config.json."""
 
     lr: float | None = None
     """This model's AdamW learning rate; None: ``train.lr``. The paper trains every model at 1e-6; the miniature's
@@ -158,6 +178,9 @@ class ScaleSpec:
 
     vllm_cpu_kv_cache_mib: int = 512
     """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
+
+    gpu_memory_gb: float = 141.0
+    """Memory of one GPU in GB (141 for an H200): ``graft plan`` refuses a config whose memory plan exceeds it."""
 
 
 @dataclass(frozen=True)
@@ -389,6 +412,9 @@ class RunConfig:
                     raise ConfigError(f"models.{name}.chat_template: no such file {spec.chat_template!r}")
             if spec.lr is not None and not spec.lr > 0:
                 raise ConfigError(f"models.{name}.lr: {spec.lr} is not allowed; expected > 0, or null for train.lr")
+            for size, value in dataclasses.asdict(spec.sizes or ModelSizes(*[1] * 7)).items():
+                if size != "tied" and value < 1:
+                    raise ConfigError(f"models.{name}.sizes.{size}: {value} is not allowed; expected an integer >= 1")
         w = self.workflow
         from graft.methods import PRESETS
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
+from graft.memory import Phase, cell_phases, model_sizes
 from graft.methods import get_method
 from graft.results import ResultsTree, RunDir, replay_cell
 
@@ -66,7 +67,25 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
                 " grpo_n8 trains"
             )
         get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
+    check_memory(cfg, cells)
     return cells
+
+
+def memory_plans(cfg: RunConfig, cells: list[TrainingCell]) -> dict[tuple[str, ...], list[Phase] | None]:
+    """The memory plan of each set of models that some cell trains together (the plan depends on nothing else)."""
+    return {models: cell_phases(cfg, models) for models in dict.fromkeys(c.models for c in cells)}
+
+
+def check_memory(cfg: RunConfig, cells: list[TrainingCell]) -> None:
+    """Refuse, before anything is submitted, a config in which some cell's phase needs more than one GPU has."""
+    for models, phases in memory_plans(cfg, cells).items():
+        for phase in phases or []:
+            if phase.gb > cfg.scale.gpu_memory_gb:
+                raise ConfigError(
+                    f"memory: the {phase.name} phase of {' + '.join(models)} needs {phase.gb:.1f} GB per GPU, more "
+                    f"than scale.gpu_memory_gb = {cfg.scale.gpu_memory_gb:g}; lower {phase.setting}"
+                    + (" or raise scale.processes" if phase.setting != "scale.processes" else "")
+                )
 
 
 def base_seeds(cfg: RunConfig, model: str) -> list[int]:
@@ -111,6 +130,7 @@ def describe(cfg: RunConfig, source: str) -> str:
         lines.append(f"evaluation: {samples} per problem; {again}")
         lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
+    lines += memory_lines(cfg, cells)
     hours = estimate_gpu_hours(cfg, cells)
     if hours:
         lines.append(
@@ -122,6 +142,27 @@ def describe(cfg: RunConfig, source: str) -> str:
             "estimated training GPU-hours: 0 (a CPU configuration; set workflow.gpu_hours_per_step to estimate)"
         )
     return "\n".join(lines)
+
+
+def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
+    """The memory plan as ``graft plan`` prints it: per set of models trained together, each phase's peak."""
+    s = cfg.scale
+    lines = [
+        f"memory per GPU (GB; {s.processes} process{'es' * (s.processes != 1)}, scale.gpu_memory_gb = "
+        f"{s.gpu_memory_gb:g}; graft/memory.py says what each phase holds):"
+    ]
+    names = None
+    for models, phases in memory_plans(cfg, cells).items():
+        if phases is None:
+            unknown = [m for m in models if model_sizes(cfg, m) is None]
+            lines.append(f"  {' + '.join(models)}: sizes of {', '.join(unknown)} unknown (not downloaded; no sizes)")
+            continue
+        if names is None:
+            names = [p.name for p in phases]
+            lines.append(f"  {'models':<28}" + "".join(f"{n:>13}" for n in names) + f"{'peak':>9}")
+        peak = max(p.gb for p in phases)
+        lines.append(f"  {' + '.join(models):<28}" + "".join(f"{p.gb:>13.1f}" for p in phases) + f"{peak:>9.1f}")
+    return lines
 
 
 def model_prompts(cfg: RunConfig) -> dict[str, str]:

@@ -159,6 +159,24 @@ def base() -> dict:
         (lambda c: c["pairs"].update(P2=["smol", "zeta"]), "pairs.P2: unknown model 'zeta'"),
         (lambda c: c["models"]["smol"].update(lr=-1.0), "models.smol.lr: -1.0 is not allowed; expected > 0, or null"),
         (lambda c: c["models"]["smol"].update(template="x"), "models.smol.template: 'x' has no '{problem}' slot"),
+        (
+            lambda c: c["models"]["smol"].update(
+                sizes={
+                    "layers": 0,
+                    "hidden": 8,
+                    "intermediate": 8,
+                    "heads": 1,
+                    "kv_heads": 1,
+                    "head_dim": 8,
+                    "vocab": 9,
+                }
+            ),
+            "models.smol.sizes.layers: 0 is not allowed; expected an integer >= 1",
+        ),
+        (
+            lambda c: c["train"].update(logits_chunk_mib=0),
+            "train.logits_chunk_mib: 0.0 is not allowed; expected a number > 0",
+        ),
         (lambda c: c["reward"].update(kind="exact"), "config.reward.kind: 'exact' is not allowed; expected one of"),
         (lambda c: c["toy"]["models"]["smol"]["mix"].update(pow=1.0), "toy.models.smol.mix: unknown family 'pow'"),
         (lambda c: c["workflow"].update(grpo=["grpo_n64"]), "workflow.grpo: unknown preset 'grpo_n64'"),
@@ -254,3 +272,32 @@ def test_plan_command(capsys):
     for model in ("smollm3", "qwen3", "octothinker"):
         line = next(x for x in out.splitlines() if x.startswith(f"prompt of {model}: "))
         assert "{problem} " + suffix in line, line
+    # the memory plan: every model and pair, each phase, a peak within the H200's 141 GB
+    plan = out[out.index("memory per GPU") :].splitlines()
+    assert plan[1].split() == ["models", "rollout", "scoring", "update", "weight", "sync", "peak"]
+    rows = {line.rsplit(None, 5)[0].strip(): [float(x) for x in line.split()[-5:]] for line in plan[2:8]}
+    assert set(rows) == {
+        "smollm3",
+        "qwen3",
+        "octothinker",
+        "smollm3 + qwen3",
+        "qwen3 + octothinker",
+        "smollm3 + octothinker",
+    }
+    assert all(values[-1] == max(values[:-1]) <= 141 for values in rows.values())
+
+
+def test_a_config_that_cannot_fit_is_refused_before_anything_runs(tmp_path, capsys):
+    raw = yaml.safe_load(Path("config/paper.yaml").read_text())
+    raw["train"]["micro_batch_tokens"] = 16 * 36864  # 96 full-length rows per forward pass
+    path = tmp_path / "paper_big.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["plan", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(
+        r".*memory: the update phase of \w+ needs [\d.]+ GB per GPU, more than scale.gpu_memory_gb = 141; "
+        r"lower train.micro_batch_tokens or train.logits_chunk_mib or raise scale.processes",
+        err,
+    ), err
+    with pytest.raises(ConfigError, match="memory: the update phase"):
+        training_cells(load_config(path))  # what the Snakefile asks: refused before any job is submitted

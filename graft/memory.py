@@ -1,0 +1,140 @@
+"""Per-GPU memory of a training cell, phase by phase, from the models' sizes and the config's budgets.
+
+``graft plan`` prints it and refuses a config whose peak exceeds ``scale.gpu_memory_gb`` before anything is
+submitted. The terms are counts of tensors times their sizes; the activation and log-prob terms' constants are
+read off ``bench/memory.py``'s measurements on the CPU (float32, peak resident memory), where the plan and the
+measurement are printed side by side. On a GPU the caching allocator adds fragmentation that no formula here
+models, bf16 kernels halve the activations (the ``compute_bytes`` argument), and vLLM's engines take exactly their
+configured share while awake.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from graft.config import ModelSizes, RunConfig
+from graft.engine.logprobs import chunk_positions
+
+GB = 1e9
+
+SCORE_LOGIT_COPIES = 3.0
+"""Float32 [chunk, vocabulary] tensors alive at once while a chunk is scored without gradient: the logits, the
+logits / T and their log-softmax (bench/memory.py)."""
+UPDATE_LOGIT_COPIES = 5.0
+"""The same while a chunk's backward runs: the recomputed three and the gradients of log-softmax and logits."""
+
+
+def read_sizes(path: Path) -> ModelSizes:
+    """Sizes from a Hugging Face ``config.json`` (Llama, Qwen3, SmolLM3 and GPT-2 names)."""
+    c = json.loads(Path(path).read_text())
+
+    def get(*names, default=None):
+        return next((c[n] for n in names if n in c), default)
+
+    hidden = get("hidden_size", "n_embd")
+    heads = get("num_attention_heads", "n_head")
+    return ModelSizes(
+        layers=get("num_hidden_layers", "n_layer"),
+        hidden=hidden,
+        intermediate=get("intermediate_size", "n_inner") or 4 * hidden,
+        heads=heads,
+        kv_heads=get("num_key_value_heads", default=heads),
+        head_dim=get("head_dim", default=hidden // heads),
+        vocab=get("vocab_size"),
+        tied=bool(get("tie_word_embeddings", default=True)),
+    )
+
+
+def parameters(sizes: ModelSizes) -> int:
+    """Parameter count: embeddings, attention (q, k, v, o), gated MLP (gate, up, down), norms."""
+    return embedding_parameters(sizes) + sizes.layers * layer_parameters(sizes) + sizes.hidden
+
+
+def embedding_parameters(sizes: ModelSizes) -> int:
+    return sizes.vocab * sizes.hidden * (1 if sizes.tied else 2)
+
+
+def layer_parameters(sizes: ModelSizes) -> int:
+    h, q, kv = sizes.hidden, sizes.heads * sizes.head_dim, sizes.kv_heads * sizes.head_dim
+    return h * (q + 2 * kv) + q * h + 3 * h * sizes.intermediate + 2 * h
+
+
+def activation_bytes(sizes: ModelSizes, tokens: int, grad: bool, compute_bytes: int) -> float:
+    """Activations of one forward pass over ``tokens`` padded tokens (memory-efficient attention, no [L, L]
+    scores). Without gradient: one layer's working set (its input and output, q/k/v and attention output, the
+    MLP's gate, up and product) and the final hidden states. With gradient checkpointing: every layer's input kept
+    for the backward, plus one layer recomputed with everything its backward needs and the gradients flowing
+    through it."""
+    h, i, q = sizes.hidden, sizes.intermediate, (sizes.heads + 2 * sizes.kv_heads) * sizes.head_dim
+    per_token = (sizes.layers + 9) * h + 2 * q + 5 * i if grad else 4 * h + q + 3 * i
+    return float(tokens * per_token * compute_bytes)
+
+
+def logprob_bytes(sizes: ModelSizes, response_tokens: int, chunk_mib: float, grad: bool) -> float:
+    """The log-prob chunk: a few float32 [chunk, vocabulary] tensors (fewer positions when the responses are
+    shorter than a chunk), and the response positions' hidden states in float32."""
+    positions = min(chunk_positions(sizes.vocab, chunk_mib), response_tokens)
+    copies = UPDATE_LOGIT_COPIES if grad else SCORE_LOGIT_COPIES
+    return float(copies * positions * sizes.vocab * 4 + response_tokens * sizes.hidden * 4 * (2 if grad else 1))
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    gb: float
+    """Peak per GPU during the phase."""
+    setting: str
+    """The setting that lowers this phase's peak, named when it does not fit."""
+
+
+def model_sizes(cfg: RunConfig, name: str) -> ModelSizes | None:
+    """A model's sizes: its downloaded config.json, else ``models.<name>.sizes``, else unknown (None)."""
+    spec = cfg.models[name]
+    config_json = Path(spec.path) / "config.json"
+    if config_json.is_file():
+        return read_sizes(config_json)
+    return spec.sizes
+
+
+def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
+    """Per-GPU peak of each phase of a step of a cell training ``models`` (colocated: every model sharded over
+    all ``scale.processes`` GPUs); None when a model's sizes are unknown.
+
+    Every phase holds the resident state of all the cell's models: float32 parameters and AdamW's two moments,
+    sharded over the processes (gradients, also sharded, only from the update's backward to its step). On top:
+    rollout: one model's vLLM engine awake at its memory share (the others asleep, nothing held); scoring and
+    update: the model's gathered output projection and one gathered layer in the compute dtype, the activations
+    of one forward pass at ``train.micro_batch_tokens`` and the log-prob chunk; weight sync: the whole model
+    gathered in float32 on every GPU (``graft.engine.distributed.full_state_dict``)."""
+    sizes = {m: model_sizes(cfg, m) for m in models}
+    if any(s is None for s in sizes.values()):
+        return None
+    t, scale = cfg.train, cfg.scale
+    p = scale.processes
+    compute = 2 if any(cfg.models[m].dtype == "bfloat16" for m in models) else 4
+    resident = sum(12 * parameters(s) for s in sizes.values()) / p
+    grads = {m: 4 * parameters(s) / p for m, s in sizes.items()}
+    row = t.max_prompt_tokens + t.max_response_tokens
+    tokens = t.micro_batch_tokens or t.micro_batch * row
+    response = max(tokens // row, 1) * t.max_response_tokens
+
+    def forward(s: ModelSizes, grad: bool) -> float:
+        gathered = (embedding_parameters(s) + 2 * layer_parameters(s)) * compute
+        if grad:  # the gathered projection's gradient before its reduce-scatter, float32
+            gathered += embedding_parameters(s) * 4
+        return (
+            gathered + activation_bytes(s, tokens, grad, compute) + logprob_bytes(s, response, t.logits_chunk_mib, grad)
+        )
+
+    engine = scale.vllm_memory * scale.gpu_memory_gb * GB if scale.rollout == "vllm" else 0.0
+    scoring = max(forward(s, grad=False) for s in sizes.values())
+    update = max(grads[m] + forward(s, grad=True) for m, s in sizes.items())
+    sync = max(4 * parameters(s) for s in sizes.values())
+    return [
+        Phase("rollout", (resident + engine) / GB, "scale.vllm_memory"),
+        Phase("scoring", (resident + scoring) / GB, "train.micro_batch_tokens or train.logits_chunk_mib"),
+        Phase("update", (resident + update) / GB, "train.micro_batch_tokens or train.logits_chunk_mib"),
+        Phase("weight sync", (resident + sync) / GB, "scale.processes"),
+    ]
