@@ -83,7 +83,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         force_unlock=args.force_unlock,
     )
     _set_threads(args.threads)
-    world = init_world()
+    world = init_world(config.scale.process_group_timeout_s)
     try:
         Trainer(request, world).run(log=lambda fields: _log_event("step", **fields))
     except BaseException:

@@ -179,6 +179,12 @@ class ScaleSpec:
     vllm_cpu_kv_cache_mib: int = 512
     """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
 
+    process_group_timeout_s: int = 3600
+    """How long a collective waits for the slowest process before the job fails (PyTorch's default is 10 minutes
+    under NCCL). Processes wait on process 0 while it writes a checkpoint's Hugging Face copy of both models (at
+    the paper's scale about 10 GB) and its part of the manifest's hashing, which can take longer than that on a
+    slow shared file system."""
+
     gpu_memory_gb: float = 141.0
     """Memory of one GPU in GB (141 for an H200): ``graft plan`` refuses a config whose memory plan exceeds it."""
 
@@ -381,6 +387,12 @@ class RunConfig:
             raise ConfigError("scale.engine: 'deepspeed' needs scale.processes >= 2; one process trains unsharded")
         if not 0 < self.scale.vllm_memory < 1:
             raise ConfigError(f"scale.vllm_memory: {self.scale.vllm_memory} is not allowed; expected 0 < x < 1")
+        if self.scale.process_group_timeout_s < 1:
+            raise ConfigError(
+                f"scale.process_group_timeout_s: {self.scale.process_group_timeout_s} is not allowed; expected >= 1"
+            )
+        if not self.scale.gpu_memory_gb > 0:
+            raise ConfigError(f"scale.gpu_memory_gb: {self.scale.gpu_memory_gb} is not allowed; expected > 0")
         if self.scale.vllm_cpu_kv_cache_mib < 1:
             raise ConfigError(
                 f"scale.vllm_cpu_kv_cache_mib: {self.scale.vllm_cpu_kv_cache_mib} is not allowed; expected >= 1"

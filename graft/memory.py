@@ -107,7 +107,7 @@ def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
     rollout: one model's vLLM engine awake at its memory share (the others asleep, nothing held); scoring and
     update: the model's gathered output projection and one gathered layer in the compute dtype, the activations
     of one forward pass at ``train.micro_batch_tokens`` and the log-prob chunk; weight sync: the whole model
-    gathered in float32 on every GPU (``graft.engine.distributed.full_state_dict``)."""
+    gathered one tensor at a time (graft.engine.weight_sync), at most the largest tensor in float32."""
     sizes = {m: model_sizes(cfg, m) for m in models}
     if any(s is None for s in sizes.values()):
         return None
@@ -131,7 +131,8 @@ def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
     engine = scale.vllm_memory * scale.gpu_memory_gb * GB if scale.rollout == "vllm" else 0.0
     scoring = max(forward(s, grad=False) for s in sizes.values())
     update = max(grads[m] + forward(s, grad=True) for m, s in sizes.items())
-    sync = max(4 * parameters(s) for s in sizes.values())
+    # the largest tensor, the [vocabulary, hidden] embedding, gathered in float32 and cast to the engine's dtype
+    sync = max(s.vocab * s.hidden * (4 + compute) for s in sizes.values())
     return [
         Phase("rollout", (resident + engine) / GB, "scale.vllm_memory"),
         Phase("scoring", (resident + scoring) / GB, "train.micro_batch_tokens or train.logits_chunk_mib"),

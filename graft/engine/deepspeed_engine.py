@@ -70,15 +70,6 @@ def is_engine(obj) -> bool:
     return type(obj).__module__.startswith("deepspeed")
 
 
-def full_weights(engine) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer, whole, on every process (ZeRO-3 gathers its partitions; ZeRO-2 holds them)."""
-    import deepspeed
-
-    params = list(engine.module.parameters())
-    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
-        return {k: v.detach().clone() for k, v in engine.module.state_dict().items()}
-
-
 def save(engine, directory: Path) -> None:
     """Model and optimizer partitions of every process in DeepSpeed's format (collective)."""
     engine.save_checkpoint(str(directory), tag=TAG, save_latest=False)

@@ -9,6 +9,7 @@ checkpoints are split. A single process is a world of size 1 and uses none of th
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from graft.config import ScaleSpec
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class World:
     size: int = 1
     device_name: str = "cpu"
     """"cpu" or "cuda:<local rank>"."""
+    local_rank: int = 0
+    """This process's place on its node (torchrun's LOCAL_RANK); 0 is the node's first process."""
 
     @property
     def device(self) -> torch.device:
@@ -78,11 +83,12 @@ class World:
 SINGLE = World()
 
 
-def init_world() -> World:
+def init_world(timeout_s: float = ScaleSpec.process_group_timeout_s) -> World:
     """The world torchrun describes in the environment (RANK, WORLD_SIZE, LOCAL_RANK), or a single process
     (on the first GPU when there is one).
 
-    NCCL with one GPU per process when CUDA is present, gloo on CPUs (the tests)."""
+    NCCL with one GPU per process when CUDA is present, gloo on CPUs (the tests). ``timeout_s``: how long a
+    collective may wait for the slowest process (``scale.process_group_timeout_s``)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
         return World(device_name="cuda:0") if torch.cuda.is_available() else SINGLE
@@ -95,8 +101,10 @@ def init_world() -> World:
         device = torch.device("cpu")
         backend = "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
-    return World(rank=dist.get_rank(), size=dist.get_world_size(), device_name=str(device))
+        dist.init_process_group(
+            backend, device_id=device if backend == "nccl" else None, timeout=datetime.timedelta(seconds=timeout_s)
+        )
+    return World(rank=dist.get_rank(), size=dist.get_world_size(), device_name=str(device), local_rank=local)
 
 
 def close_world(world: World, wait: bool = True) -> None:
@@ -137,16 +145,6 @@ def shard_model(model: torch.nn.Module, world: World, compute_dtype: torch.dtype
         fully_shard(layer, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
-
-
-def full_state_dict(model: torch.nn.Module, world: World) -> dict[str, torch.Tensor]:
-    """The unsharded parameters on every process, on the CPU (to save in Hugging Face form or load into a
-    rollout engine)."""
-    if not world.distributed:
-        return {k: v.detach() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
 
 
 def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path) -> None:

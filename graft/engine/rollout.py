@@ -11,7 +11,9 @@ from typing import Protocol
 
 import torch
 
+from graft.engine.distributed import World
 from graft.engine.policy import Policy, model_device
+from graft.engine.weight_sync import WeightStream
 
 
 @dataclass
@@ -41,9 +43,10 @@ class RolloutBackend(Protocol):
         the whole batch that was split over processes (default: 0, 1, ...), for per-prompt seeds."""
         ...
 
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+    def sync_from(self, weights: WeightStream, world: World) -> None:
         """The trained model's full parameters, after each optimizer step, when the backend samples from its
-        own copy of the model (vLLM; the Hugging Face backend beside a sharded model)."""
+        own copy of the model (vLLM; the Hugging Face backend beside a sharded model). Collective: every process
+        calls it."""
         ...
 
 
@@ -61,8 +64,8 @@ class HFRollout:
         self.batch_size = batch_size
 
     @torch.no_grad()
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        self.policy.model.load_state_dict(weights)
+    def sync_from(self, weights: WeightStream, world: World) -> None:
+        self.policy.model.load_state_dict(dict(weights.tensors()))
 
     per_prompt_seeds = False
 

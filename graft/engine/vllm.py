@@ -9,10 +9,11 @@ process). Settings that make its samples what the loss assumes:
 - one seed per prompt, derived from the step's seed and the prompt's position in the whole batch (``positions``),
   so a prompt's samples do not depend on how prompts are split over processes (``per_prompt_seeds``);
 - new weights after every optimizer step through a worker extension (``collective_rpc`` calling the model's own
-  ``load_weights`` on a safetensors file), then a prefix-cache reset, because cached KV blocks belong to the old
-  weights;
-- when colocated with training, ``sleep(level=2)`` after each rollout (weights and KV cache freed) and
-  ``wake_up(["weights"])`` / ``wake_up(["kv_cache"])`` around the next weight load and rollout.
+  ``load_weights`` on a safetensors file that the node's first process streams, one per node:
+  graft.engine.weight_sync), then a prefix-cache reset, because cached KV blocks belong to the old weights;
+- when colocated with training, ``sleep(level=1)`` as soon as the engine is built and ``sleep(level=2)`` after
+  each rollout (weights and KV cache freed), ``wake_up(["weights"])`` / ``wake_up(["kv_cache"])`` around the next
+  weight load and rollout, each after ``torch.cuda.empty_cache()`` in the trainer.
 
 Inside torchrun every training process starts its own engines (one per model). They do not join or disturb the
 training process group: the engine core and its worker are separate OS processes, and vLLM's executor gives them
@@ -34,11 +35,14 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import torch
 
+from graft.engine.distributed import World
 from graft.engine.rollout import Sample
+from graft.engine.weight_sync import WeightStream, node_file, write_safetensors
 from graft.seeding import derive
 
 VERSIONS = {"gpu": "0.33.0", "cpu": "0.32.0"}
@@ -190,10 +194,11 @@ class VLLMRollout:
         self.sleeps = colocated and current_platform.is_sleep_mode_available()
         if on_cpu or (colocated and not self.sleeps):
             print(f"vLLM on {current_platform.device_type}: {gpu_only_features(on_cpu, colocated)}", file=sys.stderr)
-        self.asleep = False
         self.detokenize = not (engine_args or {}).get("skip_tokenizer_init", False)
-        self.weights_loaded = True
-        """False between a level-2 sleep, which frees the weights, and the next ``load_weights``."""
+        self.weights: str = "awake"
+        """"awake"; "offloaded" (a level-1 sleep keeps them in CPU memory); "discarded" (a level-2 sleep, until the
+        next weight load)."""
+        self.cache_awake = True
         memory = (
             {"kv_cache_memory_bytes": cpu_kv_cache_mib * 2**20}
             if on_cpu
@@ -235,33 +240,51 @@ class VLLMRollout:
                     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = previous
+        if self.sleeps:
+            # asleep from the start (as verl and TRL do), so that two engines per GPU never hold their shares while
+            # the trainer works; level 1 keeps the loaded weights in CPU memory for the first rollout
+            self.llm.sleep(level=1)
+            self.weights, self.cache_awake = "offloaded", False
 
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        """The trainer's current parameters (full, Hugging Face names) into the engine.
-
-        They travel as a safetensors file in the temporary directory (``TMPDIR``), read by every worker: tensors
-        passed as RPC arguments reach the engine core as buffers that its multiprocess executor cannot pickle on to
-        its workers (vLLM 0.32 on the CPU: "cannot pickle memoryview objects")."""
-        from safetensors.torch import save_file
-
-        if self.asleep:
-            self.llm.wake_up(tags=["weights"])
-        # in the engine's dtype: half the bytes for bf16 engines
-        named, seen = {}, set()
-        for name, tensor in weights.items():
-            copy = tensor.detach().to("cpu", self.dtype).contiguous()
-            # a tied weight (lm_head = embed_tokens) is written twice: safetensors refuses shared storage
-            named[name] = copy.clone() if copy.data_ptr() in seen else copy
-            seen.add(copy.data_ptr())
-        handle, path = tempfile.mkstemp(prefix="graft-weights-", suffix=".safetensors")
+    def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Whole tensors with Hugging Face names (an evaluation's checkpoint) into the engine, through a file."""
+        handle, name = tempfile.mkstemp(prefix="graft-weights-", suffix=".safetensors")
         os.close(handle)
         try:
-            save_file(named, path)
-            self.llm.collective_rpc("graft_load_weights_file", args=(path,))
+            entries = [(key, tuple(t.shape)) for key, t in weights.items()]
+            write_safetensors(Path(name), entries, self.dtype, weights.values())
+            self.load_weights_file(Path(name))
         finally:
-            os.unlink(path)
+            os.unlink(name)
+
+    def sync_from(self, weights: WeightStream, world: World) -> None:
+        """The trained weights into this process's engine from its node's one file (graft.engine.weight_sync).
+
+        Through a file because tensors passed as RPC arguments reach the engine core as buffers that its
+        multiprocess executor cannot pickle on to its workers (vLLM 0.32 on the CPU: "cannot pickle memoryview
+        objects")."""
+        with node_file(weights, world, self.dtype) as path:
+            self.load_weights_file(path)
+
+    def load_weights_file(self, path: Path) -> None:
+        self._wake("weights")
+        self.llm.collective_rpc("graft_load_weights_file", args=(str(path),))
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
-        self.weights_loaded = True
+        self.weights = "awake"
+
+    def _wake(self, tag: str) -> None:
+        """Wake the engine's weights or KV cache, after this process hands its allocator's cached blocks back to
+        the GPU: the engine core is another process and cannot use them (CUDA only; nothing to do on the CPU)."""
+        awake = self.weights == "awake" if tag == "weights" else self.cache_awake
+        if awake:
+            return
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        self.llm.wake_up(tags=[tag])
+        if tag == "weights":
+            self.weights = "awake"
+        else:
+            self.cache_awake = True
 
     per_prompt_seeds = True
 
@@ -270,11 +293,10 @@ class VLLMRollout:
     ) -> list[list[Sample]]:
         from vllm.inputs import TokensPrompt
 
-        if not self.weights_loaded:
+        if self.weights == "discarded":
             raise RuntimeError("vLLM engine slept at level 2 and has no weights: call load_weights first")
-        if self.asleep:
-            self.llm.wake_up(tags=["kv_cache"])
-            self.asleep = False
+        self._wake("weights")
+        self._wake("kv_cache")
         params = [
             sampling_params(n, self.temperature, self.top_p, self.max_new_tokens, prompt_seed(seed, i), self.detokenize)
             for i in (positions if positions is not None else range(len(prompts)))
@@ -282,6 +304,5 @@ class VLLMRollout:
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         if self.sleeps:
             self.llm.sleep(level=2)
-            self.asleep = True
-            self.weights_loaded = False
+            self.weights, self.cache_awake = "discarded", False
         return to_samples(outputs, self.max_new_tokens)

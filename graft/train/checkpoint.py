@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from graft.engine import deepspeed_engine
-from graft.engine.distributed import World, load_sharded, save_sharded
+from graft.engine.distributed import SINGLE, World, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
 from graft.results import RunDir, begin_dir, commit_dir, parse_step, temp_dir, trajectory_file, write_text
@@ -63,14 +63,17 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_manifest(ckpt: Path) -> None:
-    """Every file of the checkpoint with its size and sha256, written last."""
-    files = {
-        str(f.relative_to(ckpt)): {"size": f.stat().st_size, "sha256": _sha256(f)}
-        for f in sorted(ckpt.rglob("*"))
-        if f.is_file() and f.name != MANIFEST
-    }
-    (ckpt / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+def write_manifest(ckpt: Path, world: World = SINGLE) -> None:
+    """Every file of the checkpoint with its size and sha256, written last by process 0. The processes hash a
+    share of the files each (collective), so none waits on one process hashing the whole checkpoint (about 70
+    GB for a pair at the paper's scale) longer than its own share takes."""
+    names = sorted(str(f.relative_to(ckpt)) for f in ckpt.rglob("*") if f.is_file() and f.name != MANIFEST)
+    mine = [
+        (name, {"size": (ckpt / name).stat().st_size, "sha256": _sha256(ckpt / name)}) for name in world.share(names)
+    ]
+    files = dict(sorted(pair for share in world.gather(mine) for pair in share))
+    if world.is_main:
+        (ckpt / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
 
 
 def damage(ckpt: Path) -> str | None:
@@ -127,7 +130,7 @@ def save(
                 deepspeed_engine.save(learner.engine, sharded)
             else:
                 save_sharded(learner.policy.model, learner.optimizer, sharded)
-            weights = learner.full_weights(world)
+            weights = learner.main_weights(world)
             if world.is_main:  # in the configured dtype, as a single process would have written it
                 weights = {k: v.to(DTYPES[dtypes[learner.name]]) for k, v in weights.items()}
                 learner.policy.model.save_pretrained(tmp / learner.name, state_dict=weights, safe_serialization=True)
@@ -146,8 +149,8 @@ def save(
         }
         (tmp / "state.json").write_text(json.dumps(state))
     world.barrier()  # every process's shards are on disk before the manifest lists them
+    write_manifest(tmp, world)
     if world.is_main:
-        write_manifest(tmp)
         commit_dir(tmp, final)
         _prune(run, keep_resumable, [learner.name for learner in learners])
     world.barrier()
@@ -213,7 +216,7 @@ def restore(run: RunDir, learners: list[Learner], world: World) -> int:
             _load_single(learner, ckpt)
         learner.capability.load_state_dict(state["capability"][learner.name])
         if learner.separate_rollout:
-            learner.rollout.load_weights(learner.full_weights(world))
+            learner.sync_rollout(world)
     _set_rng_state(state)
     return state["next_step"]
 

@@ -10,9 +10,10 @@ import torch
 
 from graft.algo import CapabilityTracker
 from graft.config import RunConfig
-from graft.engine.distributed import SINGLE, World, enable_gradient_checkpointing, full_state_dict, shard_model
+from graft.engine.distributed import SINGLE, World, enable_gradient_checkpointing, shard_model
 from graft.engine.policy import DTYPES, Policy, load_policy
 from graft.engine.rollout import HFRollout, RolloutBackend
+from graft.engine.weight_sync import WeightStream, gather_to_main
 from graft.methods import Method
 
 
@@ -37,13 +38,16 @@ class Learner:
         """What ``minibatch_update`` steps: the DeepSpeed engine, or the torch optimizer."""
         return self.engine if self.engine is not None else self.optimizer
 
-    def full_weights(self, world: World) -> dict[str, torch.Tensor]:
-        """The whole model's weights on every process (to save in Hugging Face form or load into a sampler)."""
-        if self.engine is not None:
-            from graft.engine.deepspeed_engine import full_weights
+    def sync_rollout(self, world: World) -> None:
+        """The trained weights into the rollout backend's own copy, one tensor at a time (collective)."""
+        self.rollout.sync_from(self._weights(), world)
 
-            return full_weights(self.engine)
-        return full_state_dict(self.policy.model, world)
+    def main_weights(self, world: World) -> dict[str, torch.Tensor]:
+        """The whole model on the first process's CPU, empty elsewhere, gathered one tensor at a time (collective)."""
+        return gather_to_main(self._weights(), world)
+
+    def _weights(self) -> WeightStream:
+        return WeightStream(self.engine.module if self.engine is not None else self.policy.model)
 
 
 def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> tuple[RolloutBackend, bool]:

@@ -187,7 +187,7 @@ class Trainer:
                 )
             )
         if learner.separate_rollout:
-            learner.rollout.load_weights(learner.full_weights(self.world))
+            learner.sync_rollout(self.world)
         updates = max(len(minibatches), 1)
         fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
         return {

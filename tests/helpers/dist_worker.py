@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
 from graft.engine.distributed import (
     close_world,
     enable_gradient_checkpointing,
-    full_state_dict,
     init_world,
     load_sharded,
     save_sharded,
     shard_model,
 )
+from graft.engine.weight_sync import WeightStream, gather_to_main, node_file
 from graft.train.update import UpdateSettings, minibatch_update
 from helpers.dist_case import build_case, reference_model, scoring_case
 
@@ -38,7 +40,7 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
     if engine == "fsdp2":
         stepper = optimizer
-        weights = lambda: full_state_dict(policy.model, world)  # noqa: E731
+        weights = lambda: gather_to_main(WeightStream(policy.model), world)  # noqa: E731
         save = lambda: save_sharded(policy.model, optimizer, out / "ckpt")  # noqa: E731
         load = lambda: load_sharded(policy.model, optimizer, out / "ckpt")  # noqa: E731
     else:  # "zero2" or "zero3"
@@ -49,7 +51,7 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
         import deepspeed.comm.comm
 
         native_collectives = deepspeed.comm.comm.cdb.shm_comm_op is not None
-        weights = lambda: deepspeed_engine.full_weights(stepper)  # noqa: E731
+        weights = lambda: gather_to_main(WeightStream(stepper.module), world)  # noqa: E731
         save = lambda: deepspeed_engine.save(stepper, out / "ckpt")  # noqa: E731
         load = lambda: deepspeed_engine.load(stepper, out / "ckpt")  # noqa: E731
 
@@ -70,6 +72,18 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     load()
     again = update(1)
     resumed = weights()
+    # the rollout engines' weight sync: one file per node, streamed by its first process, read by every process
+    sync_dir = out / f"sync{world.rank}"
+    sync_dir.mkdir()
+    tempfile.tempdir = str(sync_dir)
+    model = stepper.module if engine != "fsdp2" else policy.model
+    with node_file(WeightStream(model), world, torch.float32) as path:
+        synced = load_file(path)
+        files_during_sync = sorted(p.name for d in out.glob("sync*") for p in d.iterdir())
+    world.barrier()
+    files_after_sync = sorted(p.name for d in out.glob("sync*") for p in d.iterdir())
+    same_file_everywhere = world.gather(str(path))
+    assert all(torch.equal(synced[k], v) for k, v in gather_to_main(WeightStream(model), world).items())
     if world.is_main:
         torch.save(
             {
@@ -79,6 +93,8 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
                 "resumed": resumed,
                 "world": world.size,
                 "native_collectives": native_collectives,
+                "synced": synced,
+                "sync_files": (files_during_sync, files_after_sync, same_file_everywhere),
             },
             out / "result.pt",
         )

@@ -76,6 +76,12 @@ def test_two_gloo_processes_equal_one_process(method_name, engine, tmp_path):
     assert dist["stats"][2] == dist["stats"][1]
     for name, value in dist["after_two"].items():
         assert torch.equal(dist["resumed"][name], value), name
+    # the weight sync: one file for the node, written by its first process, read by both, removed afterwards
+    during, after, paths = dist["sync_files"]
+    assert len(during) == 1 and after == [] and paths[0] == paths[1]
+    assert dist["synced"].keys() == dist["resumed"].keys()
+    for name, value in dist["resumed"].items():
+        assert torch.equal(dist["synced"][name], value), name
 
 
 def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_path):

@@ -37,8 +37,8 @@ class ShiftedRollout:
         groups = self.inner.generate(prompts, n, seed, positions)
         return [[dataclasses.replace(s, logprobs=[lp + SHIFT for lp in s.logprobs]) for s in g] for g in groups]
 
-    def load_weights(self, weights):
-        self.inner.load_weights(weights)
+    def sync_from(self, weights, world):
+        self.inner.sync_from(weights, world)
 
 
 def shifted_trainer(world, out, method, old_logprobs, **train_changes):
