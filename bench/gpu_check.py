@@ -1,14 +1,18 @@
-"""The scale path on a GPU node at the paper's lengths, with a model of the Qwen3-1.7B architecture and random
-weights (nothing can be downloaded there): rollout tokens/s, training tokens/s and peak memory of one
-minibatch update, the time to move new weights into the rollout engine, and whether the engine's log-probs
-agree with the trained model's forward pass, and the GPU memory in use with the engine awake, asleep (vLLM's
-level-2 sleep mode) and after the weight load. Prints a table; writes JSON.
+"""The scale path on a GPU node, asking what matters first (nothing can be downloaded there: random weights).
+
+1. Memory at the paper's shapes: the peak of scoring 16 rows of 2,048 + 4,096 tokens and of one update
+   micro-batch of 36,864 tokens (gradient checkpointing, FSDP2 with bf16 compute) on the SmolLM3-3B and
+   Qwen3-1.7B architectures, beside graft.memory's prediction of the same terms.
+2. Two engines at the configured memory share (``scale.vllm_memory`` of config/paper.yaml), asleep from the
+   start, each waking after a training peak: GPU memory in use at each point, and whether they start.
+3. The weight sync's seconds (graft.engine.weight_sync: streamed, one file per node).
+4. The engine's log-probs against the trainer's on a model whose outputs are not flat (the final norm scaled up,
+   so that sampled tokens have log-probs far from uniform, where any two computations would agree).
+Then training and rollout throughput. Prints a table; writes JSON.
 
 Run by bench/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
-Hugging Face backend otherwise (then with far fewer sequences: ``generate`` keeps every step's logits). Training
-is the project's own path: FSDP2 with float32 masters and bf16 compute, gradient checkpointing, the
-token-budgeted micro-batches of config/paper.yaml, AdamW. ``--tiny`` runs the same steps with a tiny model on
-the CPU, to check the script itself.
+Hugging Face backend otherwise (then with far fewer sequences: ``generate`` keeps every step's logits).
+``--tiny`` runs the same steps with tiny models on the CPU, to check the script itself.
 
 Usage: torchrun --nproc-per-node N bench/gpu_check.py [--out DIR] [--tiny]
 """
@@ -34,6 +38,7 @@ from graft.engine.distributed import World, enable_gradient_checkpointing, shard
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.engine.rollout import HFRollout
+from graft.engine.weight_sync import WeightStream
 from graft.methods import get_method
 from graft.train.exchange import Row
 from graft.train.update import UpdateSettings, minibatch_update
@@ -54,6 +59,23 @@ QWEN3_17B = dict(
     eos_token_id=151643,
     bos_token_id=151643,
 )
+# HuggingFaceTB/SmolLM3-3B-Base's config.json (architecture only)
+SMOLLM3_3B = dict(
+    vocab_size=128256,
+    hidden_size=2048,
+    intermediate_size=11008,
+    num_hidden_layers=36,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    max_position_embeddings=65536,
+    rope_theta=5_000_000.0,
+    tie_word_embeddings=True,
+    eos_token_id=128012,
+    bos_token_id=128000,
+)
+SHARPEN = 30.0
+"""The final norm's weight is multiplied by this: random weights give near-uniform next-token distributions, on
+which any two log-prob computations agree; scaled logits make them peaked, as a trained model's are."""
 TINY = dict(
     vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
     num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, tie_word_embeddings=True, eos_token_id=1,
@@ -63,12 +85,110 @@ TINY = dict(
 
 def settings(tiny: bool) -> SimpleNamespace:
     """The paper's lengths and one GPU's share of a minibatch (32 prompts x 8 responses over 4 GPUs = 64 rows;
-    16 here to stay inside the time limit), or a tiny stand-in."""
+    16 here to stay inside the time limit), or a tiny stand-in. ``memory``: the architectures and the shapes of
+    the memory phase (config/paper.yaml's scoring micro-batch and update budget)."""
     if tiny:
         return SimpleNamespace(prompts=4, n=4, hf_prompts=2, hf_n=2, prompt_tokens=16, response_tokens=32,
-                               train_rows=8, micro_batch=4, micro_batch_tokens=96, model=TINY)  # fmt: skip
+                               train_rows=8, micro_batch=4, micro_batch_tokens=96, model=TINY,
+                               memory={"tiny": TINY}, score_rows=4, memory_prompt=16, memory_response=32,
+                               update_rows=2, vllm_memory=0.3)  # fmt: skip
     return SimpleNamespace(prompts=16, n=8, hf_prompts=2, hf_n=4, prompt_tokens=256, response_tokens=4096,
-                           train_rows=16, micro_batch=16, micro_batch_tokens=36864, model=QWEN3_17B)  # fmt: skip
+                           train_rows=16, micro_batch=16, micro_batch_tokens=36864, model=QWEN3_17B,
+                           memory={"smollm3": SMOLLM3_3B, "qwen3": QWEN3_17B}, score_rows=16, memory_prompt=2048,
+                           memory_response=4096, update_rows=6, vllm_memory=0.3)  # fmt: skip
+
+
+def sizes_of(model_config: dict):
+    from graft.config import ModelSizes
+
+    heads = model_config["num_attention_heads"]
+    return ModelSizes(
+        layers=model_config["num_hidden_layers"],
+        hidden=model_config["hidden_size"],
+        intermediate=model_config["intermediate_size"],
+        heads=heads,
+        kv_heads=model_config["num_key_value_heads"],
+        head_dim=model_config.get("head_dim", model_config["hidden_size"] // heads),
+        vocab=model_config["vocab_size"],
+    )
+
+
+def random_model(model_config: dict, device: torch.device) -> torch.nn.Module:
+    """Random weights of an architecture (Qwen3 or SmolLM3 by its config), float32, the output sharpened."""
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+
+    torch.manual_seed(0)
+    smol = model_config["vocab_size"] == SMOLLM3_3B["vocab_size"]
+    config_cls, model_cls = (SmolLM3Config, SmolLM3ForCausalLM) if smol else (Qwen3Config, Qwen3ForCausalLM)
+    with torch.device(device):
+        model = model_cls(config_cls(**model_config))
+    with torch.no_grad():
+        model.model.norm.weight.mul_(SHARPEN)
+    return model
+
+
+def memory_phase(cfg, world: World, results: dict) -> None:
+    """Peak memory above the resident state of scoring (no gradient) and of one update micro-batch (gradient
+    checkpointing, FSDP2 with bf16 compute), each beside graft.memory's prediction of the same terms (activations,
+    the gathered output projection and one layer, the log-prob chunk, and for the update the gradients)."""
+    for arch, model_config in cfg.memory.items():
+        measure_architecture(cfg, arch, model_config, world, results)
+        if world.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def measure_architecture(cfg, arch: str, model_config: dict, world: World, results: dict) -> None:
+    from graft.config import TrainSpec
+    from graft.memory import activation_bytes, embedding_parameters, layer_parameters, logprob_bytes, parameters
+
+    cuda = world.device.type == "cuda"
+    compute_bytes = 2 if cuda else 4
+    sizes = sizes_of(model_config)
+    model = random_model(model_config, world.device)
+    enable_gradient_checkpointing(model)
+    shard_model(model, world, torch.bfloat16 if cuda else torch.float32)
+    policy = Policy("gpu_check", model, ids_only_tokenizer(SimpleNamespace(model=model_config)), PromptFormat(""))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(2, sizes.vocab, (cfg.memory_prompt,), generator=g).tolist() for _ in range(cfg.score_rows)]
+    responses = [
+        torch.randint(2, sizes.vocab, (cfg.memory_response,), generator=g).tolist() for _ in range(cfg.score_rows)
+    ]
+    width = cfg.memory_prompt + cfg.memory_response
+    rows = {"score": cfg.score_rows, "update": cfg.update_rows}
+    batch = [
+        Row(p, r, [-12.0] * len(r), 1.0 if i % 2 else -1.0)
+        for i, (p, r) in enumerate(zip(prompts[: rows["update"]], responses[: rows["update"]], strict=True))
+    ]
+    settings = UpdateSettings(grad_clip=1.0, micro_batch=rows["update"], micro_batch_tokens=rows["update"] * width)
+    method = get_method("graft")
+    minibatch_update(method, policy, optimizer, batch, settings=settings, world=world)  # AdamW's moments now exist
+    for phase in ("score", "update"):
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        resident = torch.cuda.memory_allocated() if cuda else 0
+        t0 = time.perf_counter()
+        if phase == "score":
+            with torch.no_grad():
+                response_logprobs(model, prompts, responses, 0)
+        else:
+            minibatch_update(method, policy, optimizer, batch, settings=settings, world=world)
+        if cuda:
+            torch.cuda.synchronize()
+        grad = phase == "update"
+        plan = (
+            (embedding_parameters(sizes) + 2 * layer_parameters(sizes)) * compute_bytes
+            + (embedding_parameters(sizes) * 4 + 4 * parameters(sizes)) * grad  # the gradients
+            + activation_bytes(sizes, rows[phase] * width, grad, compute_bytes)
+            + logprob_bytes(sizes, rows[phase] * cfg.memory_response, TrainSpec.logits_chunk_mib, grad)
+        )
+        peak = torch.cuda.max_memory_allocated() - resident if cuda else float("nan")
+        results[f"memory_{arch}_{phase}_tokens"] = rows[phase] * width
+        results[f"memory_{arch}_{phase}_peak_gib"] = peak / 2**30
+        results[f"memory_{arch}_{phase}_plan_gib"] = plan / 2**30
+        results[f"memory_{arch}_{phase}_s"] = time.perf_counter() - t0
 
 
 def ids_only_tokenizer(cfg) -> SimpleNamespace:
@@ -99,11 +219,9 @@ def used_gib(world: World) -> float:
 
 
 def build_model(cfg: SimpleNamespace, directory: Path, world: World) -> None:
-    """Random weights of the architecture, saved as a bf16 safetensors ``from_pretrained`` directory."""
+    """Random weights of the architecture (sharpened), saved as a bf16 safetensors ``from_pretrained`` directory."""
     if world.is_main:
-        torch.manual_seed(0)
-        with torch.device(world.device):
-            model = Qwen3ForCausalLM(Qwen3Config(**cfg.model))
+        model = random_model(cfg.model, world.device)
         model.to(torch.bfloat16).save_pretrained(directory, safe_serialization=True)
         del model
     dist.barrier()
@@ -114,33 +232,36 @@ def random_prompts(cfg: SimpleNamespace, count: int, seed: int) -> list[list[int
     return [torch.randint(2, cfg.model["vocab_size"], (cfg.prompt_tokens,), generator=g).tolist() for _ in range(count)]
 
 
-def rollout_phase(cfg, directory: Path, world: World, results: dict):
-    """Sample with vLLM if installed, else with HF generate; returns the engine (or None)."""
-    if world.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+def start_engines(cfg, directory: Path, world: World, results: dict) -> list:
+    """Two vLLM engines on this GPU at the configured share each, as a co-training run starts them (both asleep
+    once built); none without vLLM or a GPU."""
     try:
         from graft.engine.vllm import VLLMRollout
-
-        use_vllm = world.device.type == "cuda"
     except ImportError:
-        use_vllm = False
-    if use_vllm:
+        return []
+    if world.device.type != "cuda":
+        return []
+    engines = []
+    for _ in range(2):
         t0 = time.perf_counter()
-        engine = VLLMRollout(
-            str(directory), "bfloat16", cfg.response_tokens, cfg.prompt_tokens + cfg.response_tokens,
-            gpu_memory_utilization=0.3, colocated=True, device_index=world.device.index,
-            engine_args={"skip_tokenizer_init": True},
-        )  # fmt: skip
-        results["vllm_start_s"] = time.perf_counter() - t0
-        results["gpu_used_gib_engine_started"] = used_gib(world)
-        prompts, n = random_prompts(cfg, cfg.prompts, world.rank), cfg.n
-        backend = "vllm"
-    else:
-        model = Qwen3ForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to(world.device).eval()
-        policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), PromptFormat(""))
-        engine = HFRollout(policy, cfg.response_tokens, batch_size=cfg.hf_prompts * cfg.hf_n)
-        prompts, n = random_prompts(cfg, cfg.hf_prompts, world.rank), cfg.hf_n
-        backend = "hf generate"
+        engines.append(
+            VLLMRollout(
+                str(directory),
+                "bfloat16",
+                cfg.response_tokens,
+                cfg.prompt_tokens + cfg.response_tokens,
+                gpu_memory_utilization=cfg.vllm_memory,
+                colocated=True,
+                device_index=world.device.index,
+                engine_args={"skip_tokenizer_init": True},
+            )
+        )
+        results[f"engine{len(engines)}_start_s"] = time.perf_counter() - t0
+    results["gpu_used_gib_engines_built_asleep"] = used_gib(world)
+    return engines
+
+
+def rollout(engine, prompts: list[list[int]], n: int, world: World, results: dict, backend: str) -> None:
     t0 = time.perf_counter()
     samples = engine.generate(prompts, n, seed=world.rank)
     elapsed = time.perf_counter() - t0
@@ -152,16 +273,54 @@ def rollout_phase(cfg, directory: Path, world: World, results: dict):
         rollout_tokens=int(totals[0]),
         rollout_s=totals[1] / world.size,
         rollout_tokens_per_s=totals[0] / (totals[1] / world.size),
-        rollout_peak_gib_torch=peak_gib(world),
     )
-    if backend == "vllm":  # generate() ends with a level-2 sleep: weights and KV cache handed back to the driver
-        results["gpu_used_gib_engine_asleep"] = used_gib(world)
-    if backend == "hf generate":
-        del engine, policy, model
-        if world.device.type == "cuda":
-            torch.cuda.empty_cache()
-        return None
-    return engine
+
+
+def hf_rollout_phase(cfg, directory: Path, world: World, results: dict) -> None:
+    """Without vLLM: Hugging Face generate on a few sequences."""
+    model = Qwen3ForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to(world.device).eval()
+    policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), PromptFormat(""))
+    engine = HFRollout(policy, cfg.response_tokens, batch_size=cfg.hf_prompts * cfg.hf_n)
+    rollout(engine, random_prompts(cfg, cfg.hf_prompts, world.rank), cfg.hf_n, world, results, "hf generate")
+    del engine, policy, model
+    if world.device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def engine_phase(cfg, engines: list, policy: Policy, stepper, world: World, results: dict) -> None:
+    """After the training peak: each engine takes the trained weights (the streamed sync, timed) and wakes to
+    sample, then sleeps; the first one samples the paper's rollout batch for throughput; then the engine's
+    log-probs against the trainer's forward (bf16 on both sides, so agreement is to bf16 precision)."""
+    model = stepper.module if deepspeed_engine.is_engine(stepper) else policy.model
+    results["gpu_used_gib_after_training_peak"] = used_gib(world)
+    for index, engine in enumerate(engines, start=1):
+        t0 = time.perf_counter()
+        engine.sync_from(WeightStream(model), world)
+        results[f"engine{index}_weight_sync_s"] = time.perf_counter() - t0
+        results[f"gpu_used_gib_engine{index}_weights_loaded"] = used_gib(world)
+        if index == 1:
+            rollout(engine, random_prompts(cfg, cfg.prompts, world.rank), cfg.n, world, results, "vllm")
+        else:
+            engine.generate(random_prompts(cfg, 2, world.rank), 2, seed=world.rank)
+        results[f"gpu_used_gib_engine{index}_asleep_after_rollout"] = used_gib(world)
+    engine = engines[0]
+    engine.sync_from(WeightStream(model), world)
+    engine.max_new_tokens = 64
+    prompts = random_prompts(cfg, 2, 100 + world.rank)
+    samples = [s for group in engine.generate(prompts, 2, seed=7) for s in group]
+    with torch.no_grad():
+        logp, _ = response_logprobs(
+            policy.model, [p for p in prompts for _ in range(2)], [s.token_ids for s in samples], 0
+        )
+    diffs = [
+        (logp[i, : len(s.token_ids)].float().cpu() - torch.tensor(s.logprobs)).abs()
+        for i, s in enumerate(samples)
+        if s.token_ids
+    ]
+    sampled = [lp for s in samples for lp in s.logprobs]
+    results["engine_sampled_logprob_mean"] = sum(sampled) / max(len(sampled), 1)  # near 0: a peaked model
+    results["logprob_max_abs_diff"] = max(d.max().item() for d in diffs) if diffs else None
+    results["logprob_mean_abs_diff"] = torch.cat(diffs).mean().item() if diffs else None
 
 
 def training_rows(cfg, world: World) -> list[Row]:
@@ -212,40 +371,12 @@ def training_phase(cfg, directory: Path, world: World, results: dict, engine: st
     return policy, optimizer
 
 
-def weight_sync_phase(cfg, engine, policy: Policy, stepper, world: World, results: dict) -> None:
-    """New weights into the sleeping engine, then a short rollout whose log-probs are compared with a forward
-    pass of the trained model (bf16 on both sides, so agreement is to bf16 precision)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    t0 = time.perf_counter()
-    if deepspeed_engine.is_engine(stepper):
-        full = deepspeed_engine.full_weights(stepper)
-    else:
-        full = get_model_state_dict(policy.model, options=StateDictOptions(full_state_dict=True))
-    engine.load_weights(full)
-    results["weight_sync_s"] = time.perf_counter() - t0
-    results["gpu_used_gib_weights_loaded"] = used_gib(world)
-    engine.max_new_tokens = 64
-    prompts = random_prompts(cfg, 2, 100 + world.rank)
-    samples = [s for group in engine.generate(prompts, 2, seed=7) for s in group]
-    with torch.no_grad():
-        logp, _ = response_logprobs(
-            policy.model, [p for p in prompts for _ in range(2)], [s.token_ids for s in samples], 0
-        )
-    diffs = [
-        (logp[i, : len(s.token_ids)].float().cpu() - torch.tensor(s.logprobs)).abs()
-        for i, s in enumerate(samples)
-        if s.token_ids
-    ]
-    results["logprob_max_abs_diff"] = max(d.max().item() for d in diffs) if diffs else None
-    results["logprob_mean_abs_diff"] = torch.cat(diffs).mean().item() if diffs else None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--tiny", action="store_true", help="a tiny model on the CPU: checks the script only")
     parser.add_argument("--engine", choices=("fsdp2", "deepspeed"), default="fsdp2", help="training engine")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory phase (run once per node)")
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
         raise SystemExit("gpu_check.py: no CUDA device here; run it on a GPU node (bench/gpu_check.sh), or --tiny")
@@ -268,13 +399,17 @@ def main() -> int:
     try:
         if world.is_main:
             directory.mkdir()
+        if not args.no_memory:
+            memory_phase(cfg, world, results)
         t0 = time.perf_counter()
         build_model(cfg, directory, world)
         results["build_s"] = time.perf_counter() - t0
-        engine = rollout_phase(cfg, directory, world, results)
+        engines = start_engines(cfg, directory, world, results)
         policy, stepper = training_phase(cfg, directory, world, results, args.engine)
-        if engine is not None:
-            weight_sync_phase(cfg, engine, policy, stepper, world, results)
+        if engines:
+            engine_phase(cfg, engines, policy, stepper, world, results)
+        else:
+            hf_rollout_phase(cfg, directory, world, results)
         dist.barrier()
     finally:
         if world.is_main:
