@@ -139,7 +139,7 @@ def memory_phase(cfg, world: World, results: dict) -> None:
 
 def measure_architecture(cfg, arch: str, model_config: dict, world: World, results: dict) -> None:
     from graft.config import TrainSpec
-    from graft.memory import activation_bytes, embedding_parameters, layer_parameters, logprob_bytes, parameters
+    from graft.memory import embedding_parameters, forward_bytes, layer_parameters, parameters
 
     cuda = world.device.type == "cuda"
     compute_bytes = 2 if cuda else 4
@@ -181,8 +181,14 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
         plan = (
             (embedding_parameters(sizes) + 2 * layer_parameters(sizes)) * compute_bytes
             + (embedding_parameters(sizes) * 4 + 4 * parameters(sizes)) * grad  # the gradients
-            + activation_bytes(sizes, rows[phase] * width, grad, compute_bytes)
-            + logprob_bytes(sizes, rows[phase] * cfg.memory_response, TrainSpec.logits_chunk_mib, grad)
+            + forward_bytes(
+                sizes,
+                rows[phase] * width,
+                rows[phase] * cfg.memory_response,
+                TrainSpec.logits_chunk_mib,
+                grad,
+                compute_bytes,
+            )
         )
         peak = torch.cuda.max_memory_allocated() - resident if cuda else float("nan")
         results[f"memory_{arch}_{phase}_tokens"] = rows[phase] * width

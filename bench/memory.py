@@ -125,7 +125,8 @@ def measure(arch: str, phase: str, shape: tuple[int, int, int], chunk_mib: float
 
 def predicted(arch: str, phase: str, shape: tuple[int, int, int], chunk_mib: float | None) -> float:
     """The plan's activation + log-prob terms for this measurement (graft.memory), float32 compute."""
-    from graft.memory import ModelSizes, activation_bytes, logprob_bytes
+    from graft.config import ModelSizes
+    from graft.memory import forward_bytes
 
     w = WIDTH
     sizes = ModelSizes(
@@ -142,9 +143,7 @@ def predicted(arch: str, phase: str, shape: tuple[int, int, int], chunk_mib: flo
     grad = phase == "update"
     if chunk_mib is None:
         return float("nan")
-    return activation_bytes(sizes, rows * (prompt + response), grad, 4) + logprob_bytes(
-        sizes, rows * response, chunk_mib, grad
-    )
+    return forward_bytes(sizes, rows * (prompt + response), rows * response, chunk_mib, grad, 4)
 
 
 def main() -> None:

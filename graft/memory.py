@@ -62,14 +62,18 @@ def layer_parameters(sizes: ModelSizes) -> int:
     return h * (q + 2 * kv) + q * h + 3 * h * sizes.intermediate + 2 * h
 
 
-def activation_bytes(sizes: ModelSizes, tokens: int, grad: bool, compute_bytes: int) -> float:
-    """Activations of one forward pass over ``tokens`` padded tokens (memory-efficient attention, no [L, L]
-    scores). Without gradient: one layer's working set (its input and output, q/k/v and attention output, the
-    MLP's gate, up and product) and the final hidden states. With gradient checkpointing: every layer's input kept
-    for the backward, plus one layer recomputed with everything its backward needs and the gradients flowing
-    through it."""
+def kept_activation_bytes(sizes: ModelSizes, tokens: int, grad: bool, compute_bytes: int) -> float:
+    """What a forward pass over ``tokens`` padded tokens keeps until its end: the final hidden states, and with
+    gradient checkpointing every layer's input, kept for the backward."""
+    return float(tokens * sizes.hidden * compute_bytes * (sizes.layers + 1 if grad else 1))
+
+
+def layer_working_bytes(sizes: ModelSizes, tokens: int, grad: bool, compute_bytes: int) -> float:
+    """One layer's working set over ``tokens`` (memory-efficient attention, no [L, L] scores): without gradient
+    its input and output, q/k/v and the attention output, the MLP's gate, up and product; in a checkpointed
+    backward the recomputed layer with everything its backward needs and the gradients flowing through it."""
     h, i, q = sizes.hidden, sizes.intermediate, (sizes.heads + 2 * sizes.kv_heads) * sizes.head_dim
-    per_token = (sizes.layers + 9) * h + 2 * q + 5 * i if grad else 4 * h + q + 3 * i
+    per_token = 8 * h + 2 * q + 5 * i if grad else 3 * h + q + 3 * i
     return float(tokens * per_token * compute_bytes)
 
 
@@ -79,6 +83,17 @@ def logprob_bytes(sizes: ModelSizes, response_tokens: int, chunk_mib: float, gra
     positions = min(chunk_positions(sizes.vocab, chunk_mib), response_tokens)
     copies = UPDATE_LOGIT_COPIES if grad else SCORE_LOGIT_COPIES
     return float(copies * positions * sizes.vocab * 4 + response_tokens * sizes.hidden * 4 * (2 if grad else 1))
+
+
+def forward_bytes(
+    sizes: ModelSizes, tokens: int, response_tokens: int, chunk_mib: float, grad: bool, compute_bytes: int
+) -> float:
+    """Activations and log-probs of one forward pass (and its backward): what is kept throughout, plus the larger
+    of a layer's working set and the log-prob chunk, which are never alive together (the layers are done when the
+    output projection runs, and in the backward the chunks come first)."""
+    return kept_activation_bytes(sizes, tokens, grad, compute_bytes) + max(
+        layer_working_bytes(sizes, tokens, grad, compute_bytes), logprob_bytes(sizes, response_tokens, chunk_mib, grad)
+    )
 
 
 @dataclass(frozen=True)
@@ -125,9 +140,7 @@ def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
         gathered = (embedding_parameters(s) + 2 * layer_parameters(s)) * compute
         if grad:  # the gathered projection's gradient before its reduce-scatter, float32
             gathered += embedding_parameters(s) * 4
-        return (
-            gathered + activation_bytes(s, tokens, grad, compute) + logprob_bytes(s, response, t.logits_chunk_mib, grad)
-        )
+        return gathered + forward_bytes(s, tokens, response, t.logits_chunk_mib, grad, compute)
 
     engine = scale.vllm_memory * scale.gpu_memory_gb * GB if scale.rollout == "vllm" else 0.0
     scoring = max(forward(s, grad=False) for s in sizes.values())
