@@ -170,3 +170,31 @@ def test_log_probs_without_gradients_keep_no_graph():
     with torch.no_grad():
         logp, _ = response_logprobs(model, prompts, responses, 0, logits_chunk_mib=1)
     assert not logp.requires_grad
+
+
+def test_scoring_passes_are_cut_by_the_token_budget_and_score_the_same():
+    from types import SimpleNamespace
+
+    from graft.engine.policy import Policy
+    from graft.engine.prompts import PromptFormat
+    from graft.engine.scoring import ScoringSettings, score_responses
+
+    model = qwen3(300)
+    policy = Policy("case", model, SimpleNamespace(pad_token_id=0, eos_token_id=1), PromptFormat())
+    prompts, responses = batch(300)
+    widths = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    try:
+        whole, whole_mean = score_responses(policy, prompts, responses, ScoringSettings())
+        assert len(widths) == 1  # one pass of all four rows
+        widths.clear()
+        cut, cut_mean = score_responses(policy, prompts, responses, ScoringSettings(micro_batch_tokens=18))
+    finally:
+        hook.remove()
+    # rows of 8, 8, 9 and 5 tokens in order, at most 18 padded tokens a pass: 2 x 8, then 2 x 9 (3 x 9 is over)
+    assert [tuple(w) for w in widths] == [(2, 8), (2, 9)]
+    for a, b in zip(cut, whole, strict=True):
+        assert a == pytest.approx(b, abs=1e-6)
+    torch.testing.assert_close(cut_mean, whole_mean, rtol=0, atol=1e-6)
