@@ -1,5 +1,5 @@
 """The ``graft`` command line: parses arguments and calls the package; no logic of its own beyond checking that
-the arguments fit together. Bad input exits with code 2 and one line on stderr (DESIGN.md section 9)."""
+the arguments fit together. Bad input exits with code 2 and one line on stderr (docs/design.md section 9)."""
 
 from __future__ import annotations
 

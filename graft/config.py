@@ -149,7 +149,7 @@ class TrainSpec:
 
 @dataclass(frozen=True)
 class ScaleSpec:
-    """How a training job uses its node (DESIGN.md section 8). The CPU default is one process with the
+    """How a training job uses its node (docs/design.md section 8). The CPU default is one process with the
     Hugging Face backend; the paper config runs 4 processes, one per H200, with vLLM rollouts."""
 
     processes: int = 1
@@ -262,7 +262,7 @@ def _check_seeds(where: str, seeds: list[int]) -> None:
 
 @dataclass(frozen=True)
 class WorkflowSpec:
-    """Which cells the workflow runs (DESIGN.md section 6); every cell is one output path."""
+    """Which cells the workflow runs (docs/design.md section 6); every cell is one output path."""
 
     grpo: list[str] = field(default_factory=lambda: ["grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds"])
     """Single-model presets: grpo_n8 runs for every model, the others for ``baseline_models`` (grpo_n8_ds:

@@ -1,4 +1,4 @@
-"""Errors that the command line reports as one line with exit code 2 (DESIGN.md section 9)."""
+"""Errors that the command line reports as one line with exit code 2 (docs/design.md section 9)."""
 
 
 class ConfigError(ValueError):

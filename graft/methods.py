@@ -17,7 +17,7 @@ from graft.typed_config import from_dict
 
 @dataclass(frozen=True)
 class Method:
-    """The switches that define a training method (DESIGN.md section 2, last paragraph)."""
+    """The switches that define a training method (docs/design.md section 2, last paragraph)."""
 
     n: int = 8
     """Responses sampled per prompt and model (GRPO n = 8, 16, 32 in the paper)."""

@@ -1,4 +1,4 @@
-"""The paper's algorithms as pure tensor functions: no I/O, no model, CPU-tested (DESIGN.md section 2)."""
+"""The paper's algorithms as pure tensor functions: no I/O, no model, CPU-tested (docs/design.md section 2)."""
 
 from graft.algo.advantages import group_advantages, pooled_advantages, success_counts
 from graft.algo.gate import compatibility, mean_token_logprob, random_admission

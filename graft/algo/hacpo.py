@@ -1,4 +1,4 @@
-"""HACPO's pieces (Zhang et al., arXiv 2603.02604), as the GRAFT paper ran the baseline (DESIGN.md section 2).
+"""HACPO's pieces (Zhang et al., arXiv 2603.02604), as the GRAFT paper ran the baseline (docs/design.md section 2).
 
 Capability P_k is agent k's mean reward over the last 5 steps; omega_kj = P_k / P_j clipped to [0.1, 10].
 Advantages use a capability-weighted baseline over the joint 2n group; own responses use a tightly clipped

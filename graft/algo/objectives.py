@@ -198,7 +198,7 @@ def luffy_objective(
 def sgt_nll(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """SGT's supervised term: the negative log-likelihood of the transferred correct responses.
 
-    Token mean within each response (DESIGN.md section 10), then mean over the responses that have tokens,
+    Token mean within each response (docs/design.md section 10), then mean over the responses that have tokens,
     so each transferred prompt counts once. The caller adds coef * this (0.1 in the paper) to the GRPO loss.
     Returns 0 (with a graph) when no response has a token.
     """

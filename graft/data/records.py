@@ -1,4 +1,4 @@
-"""Trajectory records: the one boundary between models (DESIGN.md section 4).
+"""Trajectory records: the one boundary between models (docs/design.md section 4).
 
 A model publishes, per step, every response it sampled: prompt id, response text, its own token ids, per-token
 generation log-probs, reward, advantage. Stored as one Parquet file per step and model, they are also the archive
@@ -52,7 +52,7 @@ class StepRecords:
     trained_logprobs: list[list[list[float]]] | None = None
     """The same tokens' log-probs under the model's training forward before the step's first update
     (``train.old_logprobs: recompute``); None when the generation log-probs serve. Kept in memory only: the
-    published records carry generation log-probs (DESIGN.md section 10)."""
+    published records carry generation log-probs (docs/design.md section 10)."""
 
     @property
     def n(self) -> int:

@@ -1,4 +1,4 @@
-"""Training across the GPUs of a node (DESIGN.md section 8): processes started by torchrun, models sharded with
+"""Training across the GPUs of a node (docs/design.md section 8): processes started by torchrun, models sharded with
 FSDP2 (``fully_shard``), sharded checkpoints with ``torch.distributed.checkpoint``.
 
 Layout: both models of a pair are *colocated*, each sharded over every process of the job, so the exchange and

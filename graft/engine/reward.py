@@ -1,4 +1,4 @@
-"""Verifiable rewards: exact integers for the toy task, math-verify for real math (DESIGN.md sections 3, 9).
+"""Verifiable rewards: exact integers for the toy task, math-verify for real math (docs/design.md sections 3, 9).
 
 Both graders look only at the *last* ``\\boxed{...}`` of a response. math-verify's own timeouts use signal
 alarms, which work only on a process's main thread, so batched math grading runs in worker processes (whose

@@ -1,4 +1,4 @@
-"""Rollouts with vLLM (DESIGN.md section 8), returning the same ``Sample`` structure as ``HFRollout``.
+"""Rollouts with vLLM (docs/design.md section 8), returning the same ``Sample`` structure as ``HFRollout``.
 
 One engine per model and process, on this process's GPU, in vLLM's default mode (the engine core in a child
 process). Settings that make its samples what the loss assumes:

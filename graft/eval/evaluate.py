@@ -1,4 +1,4 @@
-"""pass@1 of a checkpoint on a set of benchmarks, the paper's way (DESIGN.md section 3).
+"""pass@1 of a checkpoint on a set of benchmarks, the paper's way (docs/design.md section 3).
 
 k samples per problem at temperature 0.6 / top-p 0.95 (configurable), graded by the training reward code;
 pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks. Each

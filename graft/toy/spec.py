@@ -10,7 +10,7 @@ from graft.toy.task import DEFAULT_FAMILIES
 
 @dataclass(frozen=True)
 class ToyModelSpec:
-    """How one toy model is built and warmed up (DESIGN.md section 7)."""
+    """How one toy model is built and warmed up (docs/design.md section 7)."""
 
     arch: Literal["smollm3", "qwen3", "gpt2", "llama"]
     """llama: a plain Llama decoder, as OctoThinker-3B is (config/rehearsal.yaml; the default's octo is GPT-2)."""

@@ -250,7 +250,7 @@ def _score(
     responses = [peer.texts[g][i] for g, i in flat]
     eos = [not peer.truncated[g][i] for g, i in flat]
     # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
-    # generation log-probs (DESIGN.md section 10).
+    # generation log-probs (docs/design.md section 10).
     hacpo = method.update == "hacpo"
     src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
     p_ids, full = retokenize_all(receiver, texts, responses, eos)

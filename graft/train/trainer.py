@@ -1,4 +1,4 @@
-"""The co-training loop (DESIGN.md section 4, the paper's Algorithm 1): per step and model, rollout -> reward ->
+"""The co-training loop (docs/design.md section 4, the paper's Algorithm 1): per step and model, rollout -> reward ->
 advantages -> publish records -> read the peer's records -> select -> re-tokenize and score -> weight -> order
 -> update; checkpoints every k steps.
 
