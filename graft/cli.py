@@ -175,7 +175,7 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from graft.engine.reward import Grader
-    from graft.eval.evaluate import Evaluator
+    from graft.eval.evaluate import Evaluator, evaluate_kept
 
     config = load_config(args.config)
     if config.eval is None:
@@ -185,8 +185,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
         evaluate_one = Evaluator(config, grader, args.seed, log=lambda **fields: _log_event("eval_benchmark", **fields))
         for model, checkpoint, out in jobs:
-            result = evaluate_one(model, checkpoint, out)
-            _log_event("evaluate", model=model, step=result["step"], average=round(result["average"], 4))
+            if args.run is None:
+                evaluate_one(model, checkpoint, out)
+                computed = True
+            else:  # a run's evaluations are kept beside it: a retried job redoes only what is missing
+                computed = evaluate_kept(evaluate_one, _training_run(args.run), model, checkpoint, out)
+            result = json.loads(out.read_text())
+            event = "evaluate" if computed else "evaluate_kept"
+            _log_event(event, model=model, step=result["step"], average=round(result["average"], 4))
     return 0
 
 

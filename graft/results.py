@@ -139,6 +139,11 @@ class RunDir:
     def trajectories(self, model: str) -> Path:
         return self.root / "trajectories" / model
 
+    def kept_evaluation(self, model: str, step: int) -> Path:
+        """A finished evaluation of one checkpoint, kept beside the run where a retried evaluation job's output
+        deletion does not reach it (``graft evaluate --run``); its ``.key`` sibling says what it was computed from."""
+        return eval_file(self.root / "evaluated", model, step)
+
 
 @dataclass(frozen=True)
 class ResultsTree:

@@ -183,6 +183,66 @@ class Evaluator:
         return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, seed, rollout, log)
 
 
+def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -> str:
+    """What a checkpoint's evaluation is a function of, as one string: the checkpoint's model files (their sha256
+    from the checkpoint's manifest, else hashed here), the benchmark and validation files' contents, the evaluation
+    and sampling settings, the model's prompt format and the seed. Paths are left out, so a moved results tree keeps
+    its evaluations."""
+    import dataclasses
+    import hashlib
+
+    def sha256(path: Path) -> str:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+    manifest = checkpoint.parent / "manifest.json"
+    prefix = f"{checkpoint.name}/"
+    if manifest.is_file():
+        listed = json.loads(manifest.read_text())["files"]
+        files = {name: entry["sha256"] for name, entry in listed.items() if name.startswith(prefix)}
+    else:
+        files = {
+            f"{prefix}{p.relative_to(checkpoint)}": sha256(p) for p in sorted(checkpoint.rglob("*")) if p.is_file()
+        }
+    spec = config.eval
+    data = {name: sha256(path) for name, path in spec.benchmarks.items()}
+    if spec.validation:
+        data["validation"] = sha256(spec.validation)
+    settings = {k: v for k, v in dataclasses.asdict(spec).items() if k not in ("benchmarks", "validation")}
+    prompt = {k: v for k, v in dataclasses.asdict(config.models[model]).items() if k in ("template", "chat", "dtype")}
+    if config.models[model].chat_template:
+        prompt["chat_template"] = sha256(config.models[model].chat_template)
+    key = {
+        "checkpoint": files,
+        "data": data,
+        "eval": settings,
+        "max_response_tokens": config.train.max_response_tokens,
+        "reward": config.reward.kind,
+        "rollout": config.scale.rollout,
+        "prompt": prompt,
+        "seed": seed,
+    }
+    return json.dumps(key, sort_keys=True)
+
+
+def evaluate_kept(evaluate_one: Evaluator, run: RunDir, model: str, checkpoint: Path, out: Path) -> bool:
+    """Evaluate one checkpoint of ``run`` into ``out`` unless a finished evaluation of the same checkpoint with the
+    same settings is kept beside the run (then it is copied, with the checkpoint's present path: the bytes a new
+    evaluation would write); every new one is kept there. A killed
+    evaluation job therefore loses at most the checkpoint it was evaluating. Returns whether it was computed."""
+    key = evaluation_key(evaluate_one.config, model, checkpoint, evaluate_one.seed)
+    kept = run.kept_evaluation(model, checkpoint_step(checkpoint))
+    kept_key = kept.with_suffix(".key")
+    if kept.is_file() and kept_key.is_file() and kept_key.read_text() == key:
+        result = json.loads(kept.read_text())
+        result["checkpoint"] = str(checkpoint)  # where it is now (a results tree may have moved); order kept
+        write_text(out, json.dumps(result) + "\n")
+        return False
+    evaluate_one(model, checkpoint, out)
+    write_text(kept, out.read_text())
+    write_text(kept_key, key)  # last: a key names a complete result
+    return True
+
+
 def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, Path, Path]]:
     """(model, checkpoint, result file) for every checkpoint of every model of a training run; the result
     files are ``<out_dir>/<model>/step_NNNNN.json``."""

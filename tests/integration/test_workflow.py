@@ -246,6 +246,53 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     assert compare.returncode == 0, compare.stdout + compare.stderr
 
 
+def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_path):
+    """SIGKILL an evaluation job once it has finished its first checkpoint: Snakemake's rerun, which first deletes
+    the job's directory output, evaluates only the checkpoints not yet done (the finished ones are kept beside the
+    run), and every result file equals the uninterrupted run's, byte for byte."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke, results)
+    run_dir = results / "runs" / "grpo_n8" / "smol" / "seed0"
+    eval_dir = results / "eval" / "grpo_n8" / "smol" / "seed0"
+    shutil.rmtree(eval_dir)
+    shutil.rmtree(run_dir / "evaluated")
+    expected = {
+        p.relative_to(smoke / "eval"): p.read_bytes() for p in (smoke / "eval" / "grpo_n8" / "smol").rglob("*.json")
+    }
+    steps = len(expected)
+    assert steps >= 2
+    assert job_counts(smk(results, eval_dir, "--dry-run")) == {"evaluate_run": 1}
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    proc = subprocess.Popen(
+        smk_cmd(results, eval_dir),
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(run_dir.glob("evaluated/*/*.key")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    kept = len(list(run_dir.glob("evaluated/*/*.key")))
+    assert 1 <= kept < steps, f"{kept} of {steps} checkpoints were done when the job was killed"
+    smk(results, "--unlock")
+    assert job_counts(smk(results, eval_dir, "--rerun-incomplete", "--dry-run")) == {"evaluate_run": 1}
+    smk(results, eval_dir, "--rerun-incomplete")
+    log = results / "logs" / "eval" / "grpo_n8" / "smol" / "seed0.log"
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
+    assert events.count("evaluate_kept") == kept and events.count("evaluate") == steps - kept
+    # the same bytes, once the checkpoint's path (a copied tree's own) is the original's
+    got = {p.relative_to(results / "eval"): p.read_bytes() for p in eval_dir.rglob("*.json")}
+    assert {k: v.replace(bytes(results), bytes(smoke)) for k, v in got.items()} == expected
+
+
 def test_paper_config_dry_run_through_the_slurm_profile():
     out = run(tool("snakemake"), "all", "--profile", "slurm", "--dry-run", check=True)
     counts = job_counts(out)
