@@ -175,7 +175,7 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from graft.engine.reward import Grader
-    from graft.eval.evaluate import Evaluator, evaluate_kept
+    from graft.eval.evaluate import Evaluator, checkpoint_step, evaluate_kept
 
     config = load_config(args.config)
     if config.eval is None:
@@ -189,7 +189,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                 evaluate_one(model, checkpoint, out)
                 computed = True
             else:  # a run's evaluations are kept beside it: a retried job redoes only what is missing
-                computed = evaluate_kept(evaluate_one, _training_run(args.run), model, checkpoint, out)
+                kept = _training_run(args.run).kept_evaluation(model, checkpoint_step(checkpoint))
+                computed = evaluate_kept(evaluate_one, model, checkpoint, out, kept)
             result = json.loads(out.read_text())
             event = "evaluate" if computed else "evaluate_kept"
             _log_event(event, model=model, step=result["step"], average=round(result["average"], 4))

@@ -139,10 +139,13 @@ class RunDir:
     def trajectories(self, model: str) -> Path:
         return self.root / "trajectories" / model
 
-    def kept_evaluation(self, model: str, step: int) -> Path:
-        """A finished evaluation of one checkpoint, kept beside the run where a retried evaluation job's output
-        deletion does not reach it (``graft evaluate --run``); its ``.key`` sibling says what it was computed from."""
-        return eval_file(self.root / "evaluated", model, step)
+    def kept_evaluation(self, model: str, step: int, selection_run: int | None = None) -> Path:
+        """A finished evaluation of one checkpoint (or re-evaluation ``selection_run`` of a selected one), kept
+        beside the run where a retried evaluation job's output deletion does not reach it (``graft evaluate
+        --run``, ``graft reevaluate``); its ``.key`` sibling says what it was computed from."""
+        if selection_run is None:
+            return eval_file(self.root / "evaluated", model, step)
+        return self.root / "evaluated" / model / f"{step_name(step)}_selection_run_{selection_run:02d}.json"
 
 
 @dataclass(frozen=True)

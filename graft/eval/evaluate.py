@@ -224,20 +224,23 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -
     return json.dumps(key, sort_keys=True)
 
 
-def evaluate_kept(evaluate_one: Evaluator, run: RunDir, model: str, checkpoint: Path, out: Path) -> bool:
-    """Evaluate one checkpoint of ``run`` into ``out`` unless a finished evaluation of the same checkpoint with the
-    same settings is kept beside the run (then it is copied, with the checkpoint's present path: the bytes a new
-    evaluation would write); every new one is kept there. A killed
-    evaluation job therefore loses at most the checkpoint it was evaluating. Returns whether it was computed."""
-    key = evaluation_key(evaluate_one.config, model, checkpoint, evaluate_one.seed)
-    kept = run.kept_evaluation(model, checkpoint_step(checkpoint))
+def evaluate_kept(
+    evaluate_one: Evaluator, model: str, checkpoint: Path, out: Path, kept: Path, seed: int | None = None
+) -> bool:
+    """Evaluate one checkpoint into ``out`` unless ``kept`` holds a finished evaluation of the same checkpoint with
+    the same settings and seed (then it is copied, with the checkpoint's present path: the bytes a new evaluation
+    would write); a new one is kept there. ``kept`` lies beside the training run (``RunDir.kept_evaluation``), where
+    a retried job's output deletion does not reach, so a killed evaluation job loses at most the evaluation it was
+    running. ``seed``: None for the evaluator's. Returns whether it was computed."""
+    seed = evaluate_one.seed if seed is None else seed
+    key = evaluation_key(evaluate_one.config, model, checkpoint, seed)
     kept_key = kept.with_suffix(".key")
     if kept.is_file() and kept_key.is_file() and kept_key.read_text() == key:
         result = json.loads(kept.read_text())
         result["checkpoint"] = str(checkpoint)  # where it is now (a results tree may have moved); order kept
         write_text(out, json.dumps(result) + "\n")
         return False
-    evaluate_one(model, checkpoint, out)
+    evaluate_one(model, checkpoint, out, seed)
     write_text(kept, out.read_text())
     write_text(kept_key, key)  # last: a key names a complete result
     return True

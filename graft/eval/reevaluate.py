@@ -14,6 +14,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
+from graft.eval.evaluate import Evaluator, evaluate_kept
 from graft.results import RunDir, eval_file, parse_step, selection_run_file, write_text
 from graft.seeding import derive
 
@@ -37,11 +38,17 @@ def selected_step(eval_dir: Path, model: str, rule: str) -> tuple[int, float | N
 
 
 def reevaluate_selected(
-    config: RunConfig, run: RunDir, eval_dir: Path, out_dir: Path, evaluate_one, models: list[str] | None = None
+    config: RunConfig,
+    run: RunDir,
+    eval_dir: Path,
+    out_dir: Path,
+    evaluate_one: Evaluator,
+    models: list[str] | None = None,
 ) -> list[Path]:
     """Evaluate each model's selected checkpoint of ``run`` ``eval.selection_runs`` times; returns the files.
 
-    ``evaluate_one(model, checkpoint, out, seed)`` evaluates and writes one JSON (graft.eval.evaluate.Evaluator).
+    ``evaluate_one``: a graft.eval.evaluate.Evaluator; each run is kept beside the training run as it finishes, so a
+    retried job redoes only the runs not yet done.
     Run r samples with seed derive(<cell seed>, "selection_run", r), none of which is the seed of the
     checkpoint evaluations (0), so no run repeats the one that selected the checkpoint.
     """
@@ -57,7 +64,8 @@ def reevaluate_selected(
             raise ConfigError(f"--run: {str(run.root)!r} has no checkpoint of {model!r} at step {step}")
         for r in range(config.eval.selection_runs):
             out = selection_run_file(out_dir, model, r)
-            evaluate_one(model, checkpoint, out, derive(int(meta["seed"]), "selection_run", r))
+            kept = run.kept_evaluation(model, step, selection_run=r)
+            evaluate_kept(evaluate_one, model, checkpoint, out, kept, derive(int(meta["seed"]), "selection_run", r))
             written.append(out)
         record = {
             "rule": rule,
