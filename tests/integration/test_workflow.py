@@ -56,6 +56,16 @@ def smk(results: Path, *args, check: bool = True):
     return run(*smk_cmd(results, *args), check=check)
 
 
+def start_smk(results: Path, *args) -> subprocess.Popen:
+    """Snakemake on the smoke config in the background, in a session of its own (so that a test can kill it with
+    everything it runs)."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    cmd = smk_cmd(results, *args)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
 def job_counts(proc) -> dict[str, int]:
     """The 'Job stats' table of a dry run (Snakemake logs it on stderr)."""
     output = proc.stdout + proc.stderr
@@ -202,15 +212,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     cells = job_counts(smk(results, "all", "--dry-run"))["train"]
     assert cells == 2
     kept = {done: done.stat().st_mtime for done in results.glob("runs/*/*/seed*/done.json")}
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.Popen(
-        smk_cmd(results, "all"),
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_smk(results, "all")
     try:
         deadline = time.monotonic() + 300
         victim = None
@@ -262,15 +264,7 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
     steps = len(expected)
     assert steps >= 2
     assert job_counts(smk(results, eval_dir, "--dry-run")) == {"evaluate_run": 1}
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.Popen(
-        smk_cmd(results, eval_dir),
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_smk(results, eval_dir)
     try:
         deadline = time.monotonic() + 300
         while not list(run_dir.glob("evaluated/*/*.key")) and time.monotonic() < deadline and proc.poll() is None:
