@@ -155,7 +155,10 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     for models, phases in memory_plans(cfg, cells).items():
         if phases is None:
             unknown = [m for m in models if model_sizes(cfg, m) is None]
-            lines.append(f"  {' + '.join(models)}: sizes of {', '.join(unknown)} unknown (not downloaded; no sizes)")
+            lines.append(
+                f"  {' + '.join(models)}: sizes of {', '.join(unknown)} unknown (no config.json at the model's path yet,"
+                " no models.<m>.sizes)"
+            )
             continue
         if names is None:
             names = [p.name for p in phases]
