@@ -156,8 +156,8 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
         if phases is None:
             unknown = [m for m in models if model_sizes(cfg, m) is None]
             lines.append(
-                f"  {' + '.join(models)}: sizes of {', '.join(unknown)} unknown (no config.json at the model's path yet,"
-                " no models.<m>.sizes)"
+                f"  {' + '.join(models)}: sizes of {', '.join(unknown)} unknown"
+                " (no config.json at the model's path yet, no models.<m>.sizes)"
             )
             continue
         if names is None:
