@@ -72,7 +72,7 @@ submitted=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/slurm
 echo "jobs submitted with sbatch: $submitted"
 python3 .ci/compare_results.py "$local_results" "$slurm_results"
 
-# A killed job, then a killed workflow (issue 14), on a copy of the Slurm run's tree with one GRAFT cell and
+# A killed job, then a killed workflow, on a copy of the Slurm run's tree with one GRAFT cell and
 # everything downstream of it removed (so only that part is rerun, not the whole workflow a third time): scancel
 # its training job mid-run, let Snakemake stop on the failure, unlock and rerun; the outputs must equal the local
 # run's all the same. cp -a keeps the mtimes Snakemake compares.
@@ -101,7 +101,7 @@ timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config
     --rerun-incomplete >"$scratch/rerun.log" 2>&1 || { tail -50 "$scratch/rerun.log"; exit 1; }
 python3 .ci/compare_results.py "$local_results" "$killed_results"
 
-# The dress rehearsal of the paper (issue 26): vLLM engines under torchrun, evaluation as jobs of their own, the
+# The dress rehearsal of the paper: vLLM engines under torchrun, evaluation as jobs of their own, the
 # report, every rule of the paper's DAG; jobs inherit the vLLM environment from the submitting shell.
 if [ -x .venv-vllm/bin/snakemake ]; then
     rehearsal="$scratch/rehearsal"

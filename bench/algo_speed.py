@@ -1,6 +1,6 @@
 """Time the algorithm layer's loss and advantage functions on the CPU.
 
-Prints a table and writes bench/results/algo_speed.json. The acceptance target (issue 2): well under a
+Prints a table and writes bench/results/algo_speed.json. The target: well under a
 millisecond per 1,024 x 8 batch. "1,024 x 8" is read as 1,024 prompt groups of n = 8 for the advantage and
 selection functions and as 1,024 responses x 8 tokens for the losses; a realistic minibatch
 (256 responses x 512 tokens) is timed beside it for scale.

@@ -1,4 +1,4 @@
-"""Where the main job's time could be cut without changing what it computes (issue 29, item 4).
+"""Where the main job's time could be cut without changing what it computes.
 
 Three probes on the embedded default's built toy models, one thread each (as the main job runs them):
 

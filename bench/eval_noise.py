@@ -1,4 +1,4 @@
-"""How large must the evaluation be? Projects the 95% half-width of issue 11's paired differences for other
+"""How large must the evaluation be? Projects the 95% half-width of the miniature's paired differences for other
 evaluation sizes, from a finished run's per-sample evaluation records.
 
 For each comparison (GRPO n=8 against the base model, GRAFT against GRPO n=8 on the first pair, per model; final

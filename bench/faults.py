@@ -1,4 +1,4 @@
-"""Fault campaign on the smoke toy (issue 14): every fault is survived, nothing is lost, nothing hangs.
+"""Fault campaign on the smoke toy: every fault is survived, nothing is lost, nothing hangs.
 
 Each row injects one kind of fault into real ``graft train`` processes (or the grader, or the config loader) and
 checks the outcome against an uninterrupted run of the same cell: *survived* means the run finished with metrics

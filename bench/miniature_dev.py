@@ -1,8 +1,8 @@
-"""The design loop of the miniature (issue 11), on validation prompts only: the test families are never read.
+"""The design loop of the miniature, on validation prompts only: the test families are never read.
 
 A candidate toy world is a copy of the config with other ``toy:`` or ``train:`` settings. This script builds it
 into a directory of its own, probes it, trains GRPO n=8 and GRAFT cells of one pair and scores every checkpoint
-on each family's validation problems, so that a design is chosen the way issue 11 asks: on validation prompts of
+on each family's validation problems, so that a design is chosen on validation prompts of
 development toy seeds, then confirmed on toy seeds that played no part.
 
   build    the toy world (``--reuse DIR``: copy data and the models whose settings are unchanged from DIR)

@@ -1,11 +1,11 @@
-"""Does the miniature show what the paper claims? Claims 1 and 2 of issue 11, recomputed from a results tree.
+"""Does the miniature show what the paper claims? The miniature's claims, recomputed from a results tree.
 
 1. RL works: GRPO n=8 beats the base model by at least 3 points on the benchmark average, 95% paired-bootstrap
    interval above 0 (for every model of every pair).
 2. GRAFT works: on each pair, GRAFT beats GRPO n=8 by at least 3 points for both models, interval above 0.
-3. The paper's ranking (issue 28): on the first pair, GRAFT above each of HACPO, SGT, "w/o compatibility gate" and
+3. The paper's ranking: on the first pair, GRAFT above each of HACPO, SGT, "w/o compatibility gate" and
    "success-only" for both models, interval above 0 (no minimum gain), for each of them the results tree holds.
-   GRAFT - GRPO n=32 is printed beside them and not judged (the issue reports it without forcing it).
+   GRAFT - GRPO n=32 is printed beside them and not judged (reported, not required).
 
 Each claim is checked at the final checkpoint and at the validation-selected one (never the best test
 checkpoint). Differences average the seeds that both sides ran (where one side ran more, as GRPO n=8's three beside
@@ -13,7 +13,7 @@ P2's one GRAFT seed, the extra runs are left out, so a difference never sets a s
 interval resamples problems within each benchmark (graft.report.stats.paired_bootstrap), so it does not see the
 spread between RL seeds: the difference of each seed (same prompt order and sampling seed on both sides) is printed
 beside it. The half-width of each interval is
-printed too (issue 11 asks for at most 2 points). Prints a table and writes the rows as JSON.
+printed too (the target: at most 2 points). Prints a table and writes the rows as JSON.
 
 Usage: python bench/miniature_science.py [--config config/config.yaml] [--results DIR] [--out FILE]
 Needs a finished run of the workflow: snakemake --cores 2 all

@@ -1,4 +1,4 @@
-"""The complementarity pre-flight of one pair at several values of the mismatch knob (``toy.mismatch``, issue 28):
+"""The complementarity pre-flight of one pair at several values of the mismatch knob (``toy.mismatch``):
 the pair's two toy models are rebuilt at each value with dialects of their own, and the gate's score distribution
 is reported for the peer's correct and wrong responses. Prints a Markdown table; writes
 bench/results/mismatch_probe.{json,md}.

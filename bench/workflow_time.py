@@ -1,5 +1,5 @@
-"""Time the README's main job, `snakemake --cores 2 all` on the embedded default, from nothing (issue 11: at most
-30 minutes on 2 cores, goal 15). Prints per-rule job counts and seconds and the slowest jobs, and writes
+"""Time the README's main job, `snakemake --cores 2 all` on the embedded default, from nothing (the target: at
+most 30 minutes on 2 cores, goal 15). Prints per-rule job counts and seconds and the slowest jobs, and writes
 bench/results/workflow_time.json (every job's seconds with its wildcards); keeps the run's report under
 bench/results/ for the README's results table.
 

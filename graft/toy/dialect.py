@@ -1,4 +1,4 @@
-"""How a toy model writes its worked solutions: cross-model mismatch as a property of the models (issue 28).
+"""How a toy model writes its worked solutions: cross-model mismatch as a property of the models.
 
 Real model families solve the same problem in different words: notation, separators, the phrases around the
 arithmetic. A peer's correct solution is then partly foreign to the receiver, which is what GRAFT's compatibility
@@ -32,8 +32,8 @@ common text in different ways)."""
 DIALECTS = len(FEATURES["header"])
 EXPOSURE = 0.05
 """The share of a model's non-common features written in another dialect. Without it a peer's variant is one the
-receiver never read, and the gate score of every response with one foreign feature falls below 0.01 (issue 28's
-first probe): the knob then switches the exchange off rather than graduating it."""
+receiver never read, and the gate score of every response with one foreign feature falls below 0.01 (measured when
+the knob was first probed): the knob then switches the exchange off rather than graduating it."""
 
 _OPERATOR = re.compile(r"(?<=\d)([+\-*/])(?=\d)")
 _END = ", so \\boxed{"

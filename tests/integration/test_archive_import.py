@@ -1,4 +1,4 @@
-"""Replay from other frameworks' runs (issue 15): rollout dumps in verl's or a plain JSON Lines format become a
+"""Replay from other frameworks' runs: rollout dumps in verl's or a plain JSON Lines format become a
 trajectory archive; replaying it equals replaying the original records."""
 
 from __future__ import annotations

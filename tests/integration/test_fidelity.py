@@ -1,4 +1,4 @@
-"""Fidelity to the paper and the official baselines (issue 12) on the forced world: one behaviour policy for own
+"""Fidelity to the paper and the official baselines on the forced world: one behaviour policy for own
 and peer tokens, HACPO's official minibatches, and what a fully gated prompt leaves."""
 
 from __future__ import annotations

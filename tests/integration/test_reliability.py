@@ -1,4 +1,4 @@
-"""Reliability of a run directory (issue 14): one owner at a time, damage detected and survived."""
+"""Reliability of a run directory: one owner at a time, damage detected and survived."""
 
 from __future__ import annotations
 

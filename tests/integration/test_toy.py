@@ -158,10 +158,10 @@ def test_toy_model_build_is_deterministic(tiny_toy, tmp_path):
 
 
 def test_a_world_with_mismatch_chat_prompts_and_a_llama_model_builds(tiny_toy, tmp_path):
-    """The rehearsal's and issue 28's toy settings: models in dialects of their own (toy.mismatch 1), warmed up
-    through a chat template, one of them a Llama decoder: the build completes, each model's warm-up solutions are
-    in its dialect (up to the exposure to the other), and the chat model's saved prompt format is the one its
-    warm-up used."""
+    """The rehearsal's and the mismatch sweep's toy settings: models in dialects of their own (toy.mismatch 1),
+    warmed up through a chat template, one of them a Llama decoder: the build completes, each model's warm-up
+    solutions are in its dialect (up to the exposure to the other), and the chat model's saved prompt format is the
+    one its warm-up used."""
     from graft.toy.build import read_problems, warmup_examples
 
     config = yaml.safe_load(tiny_toy.read_text())

@@ -1,4 +1,4 @@
-"""Experiment tracking (issue 15): TensorBoard and offline W&B get the metrics of metrics.jsonl."""
+"""Experiment tracking: TensorBoard and offline W&B get the metrics of metrics.jsonl."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prompt sampler: per-epoch permutations, the last partial batch dropped (issue 12, as verl does)."""
+"""The prompt sampler: per-epoch permutations, the last partial batch dropped (as verl does)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stop token a receiver appends to a re-tokenized peer response is the one it stops on itself (issue 12)."""
+"""The stop token a receiver appends to a re-tokenized peer response is the one it stops on itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exchange rules of two presets (issue 12): pooled groups touch only the selected prompts, and "w/o balanced
+"""Exchange rules of two presets: pooled groups touch only the selected prompts, and "w/o balanced
 exchange" uses SGT's eligibility (any peer success, all-correct groups included)."""
 
 from __future__ import annotations
