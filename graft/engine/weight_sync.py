@@ -10,7 +10,6 @@ float32 on each GPU and the engine's copy once per process.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import struct
@@ -33,23 +32,11 @@ class WeightStream:
 
     model: torch.nn.Module
     """The trained module: plain, sharded with FSDP2 (DTensor parameters) or partitioned by DeepSpeed ZeRO-3."""
-    tied_once: bool = False
-    """A tensor shared under two names (a tied embedding and output projection) comes once, under its first name:
-    what an engine reads, which ties them again from its config. False: every state-dict name (``load_state_dict``)."""
-
-    def _items(self) -> list[tuple[str, torch.Tensor]]:
-        items, seen = [], set()
-        for name, value in self.model.state_dict(keep_vars=True).items():
-            if self.tied_once and id(value) in seen:
-                continue
-            seen.add(id(value))
-            items.append((name, value))
-        return items
 
     def entries(self) -> list[tuple[str, tuple[int, ...]]]:
         """Names and full shapes, known without gathering anything."""
         out = []
-        for name, value in self._items():
+        for name, value in self.model.state_dict(keep_vars=True).items():
             shape = getattr(value, "ds_shape", None) or value.shape  # a ZeRO-3 partition keeps its full shape
             out.append((name, tuple(shape)))
         return out
@@ -57,7 +44,7 @@ class WeightStream:
     def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Each tensor whole, then released: a collective per tensor under FSDP2 or ZeRO-3, so every process must
         consume the whole stream."""
-        for name, value in self._items():
+        for name, value in self.model.state_dict(keep_vars=True).items():
             if hasattr(value, "full_tensor"):  # FSDP2's DTensor
                 yield name, value.full_tensor().detach()
             elif hasattr(value, "ds_id"):  # a ZeRO-3 partition
@@ -115,8 +102,7 @@ def write_safetensors(
 def node_file(weights: WeightStream, world: World, dtype: torch.dtype) -> Iterator[Path]:
     """The whole model in ``dtype`` in one safetensors file per node, written by the node's first process while
     every process takes part in each gather; every process gets its node's file, which is removed once every
-    process has left the block. A tied tensor is written once. Collective."""
-    weights = dataclasses.replace(weights, tied_once=True)
+    process has left the block. Collective."""
     tensors = (t for _, t in weights.tensors())
     mine = None
     if world.local_rank == 0:
