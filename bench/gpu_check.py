@@ -98,21 +98,6 @@ def settings(tiny: bool) -> SimpleNamespace:
                            memory_response=4096, update_rows=6, vllm_memory=0.3)  # fmt: skip
 
 
-def sizes_of(model_config: dict):
-    from graft.config import ModelSizes
-
-    heads = model_config["num_attention_heads"]
-    return ModelSizes(
-        layers=model_config["num_hidden_layers"],
-        hidden=model_config["hidden_size"],
-        intermediate=model_config["intermediate_size"],
-        heads=heads,
-        kv_heads=model_config["num_key_value_heads"],
-        head_dim=model_config.get("head_dim", model_config["hidden_size"] // heads),
-        vocab=model_config["vocab_size"],
-    )
-
-
 def random_model(model_config: dict, device: torch.device) -> torch.nn.Module:
     """Random weights of an architecture (Qwen3 or SmolLM3 by its config), float32, the output sharpened."""
     from transformers import SmolLM3Config, SmolLM3ForCausalLM
@@ -139,11 +124,11 @@ def memory_phase(cfg, world: World, results: dict) -> None:
 
 def measure_architecture(cfg, arch: str, model_config: dict, world: World, results: dict) -> None:
     from graft.config import TrainSpec
-    from graft.memory import embedding_parameters, forward_bytes, layer_parameters, parameters
+    from graft.memory import pass_bytes, sizes_from_config
 
     cuda = world.device.type == "cuda"
     compute_bytes = 2 if cuda else 4
-    sizes = sizes_of(model_config)
+    sizes = sizes_from_config(model_config)
     model = random_model(model_config, world.device)
     enable_gradient_checkpointing(model)
     shard_model(model, world, torch.bfloat16 if cuda else torch.float32)
@@ -178,20 +163,10 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
         if cuda:
             torch.cuda.synchronize()
         grad = phase == "update"
-        plan = (
-            (embedding_parameters(sizes) + 2 * layer_parameters(sizes)) * compute_bytes
-            + (embedding_parameters(sizes) * 4 + 4 * parameters(sizes)) * grad  # the gradients
-            + forward_bytes(
-                sizes,
-                rows[phase] * width,
-                rows[phase] * cfg.memory_response,
-                TrainSpec.logits_chunk_mib,
-                grad,
-                compute_bytes,
-            )
-        )
+        tokens, response = rows[phase] * width, rows[phase] * cfg.memory_response
+        plan = pass_bytes(sizes, tokens, response, TrainSpec.logits_chunk_mib, grad, compute_bytes, world.size)
         peak = torch.cuda.max_memory_allocated() - resident if cuda else float("nan")
-        results[f"memory_{arch}_{phase}_tokens"] = rows[phase] * width
+        results[f"memory_{arch}_{phase}_tokens"] = tokens
         results[f"memory_{arch}_{phase}_peak_gib"] = peak / 2**30
         results[f"memory_{arch}_{phase}_plan_gib"] = plan / 2**30
         results[f"memory_{arch}_{phase}_s"] = time.perf_counter() - t0

@@ -184,14 +184,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     _set_threads(args.threads)
     with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
         evaluate_one = Evaluator(config, grader, args.seed, log=lambda **fields: _log_event("eval_benchmark", **fields))
+        run = None if args.run is None else _training_run(args.run)
         for model, checkpoint, out in jobs:
-            if args.run is None:
-                evaluate_one(model, checkpoint, out)
-                computed = True
+            if run is None:
+                result, computed = evaluate_one(model, checkpoint, out), True
             else:  # a run's evaluations are kept beside it: a retried job redoes only what is missing
-                kept = _training_run(args.run).kept_evaluation(model, checkpoint_step(checkpoint))
-                computed = evaluate_kept(evaluate_one, model, checkpoint, out, kept)
-            result = json.loads(out.read_text())
+                kept = run.kept_evaluation(model, checkpoint_step(checkpoint))
+                result, computed = evaluate_kept(evaluate_one, model, checkpoint, out, kept)
             event = "evaluate" if computed else "evaluate_kept"
             _log_event(event, model=model, step=result["step"], average=round(result["average"], 4))
     return 0

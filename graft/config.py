@@ -424,7 +424,7 @@ class RunConfig:
                     raise ConfigError(f"models.{name}.chat_template: no such file {spec.chat_template!r}")
             if spec.lr is not None and not spec.lr > 0:
                 raise ConfigError(f"models.{name}.lr: {spec.lr} is not allowed; expected > 0, or null for train.lr")
-            for size, value in dataclasses.asdict(spec.sizes or ModelSizes(*[1] * 7)).items():
+            for size, value in dataclasses.asdict(spec.sizes).items() if spec.sizes else ():
                 if size != "tied" and value < 1:
                     raise ConfigError(f"models.{name}.sizes.{size}: {value} is not allowed; expected an integer >= 1")
         w = self.workflow

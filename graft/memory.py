@@ -28,8 +28,12 @@ recomputed logits are freed as the backward passes them; bench/memory.py measure
 
 
 def read_sizes(path: Path) -> ModelSizes:
-    """Sizes from a Hugging Face ``config.json`` (Llama, Qwen3, SmolLM3 and GPT-2 names)."""
-    c = json.loads(Path(path).read_text())
+    """Sizes from a Hugging Face ``config.json`` file."""
+    return sizes_from_config(json.loads(Path(path).read_text()))
+
+
+def sizes_from_config(c: dict) -> ModelSizes:
+    """Sizes from a Hugging Face model config as a dict (Llama, Qwen3, SmolLM3 and GPT-2 names)."""
 
     def get(*names, default=None):
         return next((c[n] for n in names if n in c), default)
@@ -96,6 +100,25 @@ def forward_bytes(
     )
 
 
+def pass_bytes(
+    sizes: ModelSizes,
+    tokens: int,
+    response_tokens: int,
+    chunk_mib: float,
+    grad: bool,
+    compute_bytes: int,
+    processes: int = 1,
+) -> float:
+    """One forward pass (with ``grad``, and its backward) above the resident weights and optimizer state: the
+    gathered output projection and one gathered layer in the compute dtype, with ``grad`` the projection's float32
+    gradient before its reduce-scatter and the model's sharded float32 gradients, then activations and log-probs
+    (``forward_bytes``)."""
+    gathered = (embedding_parameters(sizes) + 2 * layer_parameters(sizes)) * compute_bytes
+    if grad:
+        gathered += embedding_parameters(sizes) * 4 + 4 * parameters(sizes) / processes
+    return gathered + forward_bytes(sizes, tokens, response_tokens, chunk_mib, grad, compute_bytes)
+
+
 @dataclass(frozen=True)
 class Phase:
     name: str
@@ -131,20 +154,16 @@ def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
     p = scale.processes
     compute = 2 if any(cfg.models[m].dtype == "bfloat16" for m in models) else 4
     resident = sum(12 * parameters(s) for s in sizes.values()) / p
-    grads = {m: 4 * parameters(s) / p for m, s in sizes.items()}
     row = t.max_prompt_tokens + t.max_response_tokens
     tokens = t.micro_batch_tokens or t.micro_batch * row
     response = max(tokens // row, 1) * t.max_response_tokens
 
     def forward(s: ModelSizes, grad: bool) -> float:
-        gathered = (embedding_parameters(s) + 2 * layer_parameters(s)) * compute
-        if grad:  # the gathered projection's gradient before its reduce-scatter, float32
-            gathered += embedding_parameters(s) * 4
-        return gathered + forward_bytes(s, tokens, response, t.logits_chunk_mib, grad, compute)
+        return pass_bytes(s, tokens, response, t.logits_chunk_mib, grad, compute, p)
 
     engine = scale.vllm_memory * scale.gpu_memory_gb * GB if scale.rollout == "vllm" else 0.0
     scoring = max(forward(s, grad=False) for s in sizes.values())
-    update = max(grads[m] + forward(s, grad=True) for m, s in sizes.items())
+    update = max(forward(s, grad=True) for s in sizes.values())
     # the largest tensor, the [vocabulary, hidden] embedding, gathered in float32 and cast to the engine's dtype
     sync = max(s.vocab * s.hidden * (4 + compute) for s in sizes.values())
     return [

@@ -226,12 +226,12 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -
 
 def evaluate_kept(
     evaluate_one: Evaluator, model: str, checkpoint: Path, out: Path, kept: Path, seed: int | None = None
-) -> bool:
+) -> tuple[dict, bool]:
     """Evaluate one checkpoint into ``out`` unless ``kept`` holds a finished evaluation of the same checkpoint with
     the same settings and seed (then it is copied, with the checkpoint's present path: the bytes a new evaluation
     would write); a new one is kept there. ``kept`` lies beside the training run (``RunDir.kept_evaluation``), where
     a retried job's output deletion does not reach, so a killed evaluation job loses at most the evaluation it was
-    running. ``seed``: None for the evaluator's. Returns whether it was computed."""
+    running. ``seed``: None for the evaluator's. Returns the result and whether it was computed."""
     seed = evaluate_one.seed if seed is None else seed
     key = evaluation_key(evaluate_one.config, model, checkpoint, seed)
     kept_key = kept.with_suffix(".key")
@@ -239,11 +239,11 @@ def evaluate_kept(
         result = json.loads(kept.read_text())
         result["checkpoint"] = str(checkpoint)  # where it is now (a results tree may have moved); order kept
         write_text(out, json.dumps(result) + "\n")
-        return False
-    evaluate_one(model, checkpoint, out, seed)
+        return result, False
+    result = evaluate_one(model, checkpoint, out, seed)
     write_text(kept, out.read_text())
     write_text(kept_key, key)  # last: a key names a complete result
-    return True
+    return result, True
 
 
 def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, Path, Path]]:
