@@ -72,6 +72,27 @@ submitted=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/slurm
 echo "jobs submitted with sbatch: $submitted"
 python3 .ci/compare_results.py "$local_results" "$slurm_results"
 
+# The id of the first running Slurm job of rule $1, waiting up to 10 minutes; empty if none ran.
+running_job() {
+    local job=""
+    for _ in $(seq 1200); do
+        job=$(squeue -h -t R -o "%i %k" 2>/dev/null | awk -v rule="^rule_$1" '$2 ~ rule {print $1; exit}')
+        [ -n "$job" ] && break
+        sleep 0.5
+    done
+    echo "$job"
+}
+
+# Kill the background Snakemake $1 and every job it left, unlock results tree $2 and rerun it to the end (log $3).
+rerun_after_kill() {
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    scancel --user root 2>/dev/null || true
+    snakemake --unlock --profile workflow/profiles/slurm-ci --config results="$2" >/dev/null 2>&1
+    timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config results="$2" \
+        --rerun-incomplete >"$3" 2>&1 || { tail -50 "$3"; exit 1; }
+}
+
 # A killed job, then a killed workflow, on a copy of the Slurm run's tree with one GRAFT cell and
 # everything downstream of it removed (so only that part is rerun, not the whole workflow a third time): scancel
 # its training job mid-run, let Snakemake stop on the failure, unlock and rerun; the outputs must equal the local
@@ -79,36 +100,55 @@ python3 .ci/compare_results.py "$local_results" "$slurm_results"
 killed_results="$scratch/slurm_killed"
 echo "[slurm smoke] $SECONDS s: a killed job and a killed workflow"
 cp -a "$slurm_results" "$killed_results"
-rm -rf "$killed_results"/{runs,eval,eval_selected}/graft/P1/seed0 "$killed_results/report"
+rm -rf "$killed_results"/{runs,eval,eval_parts,eval_selected}/graft/P1/seed0 "$killed_results/report"
 snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_results" >"$scratch/killed.log" 2>&1 &
 workflow=$!
-job=""
-for _ in $(seq 1200); do
-    job=$(squeue -h -t R -o "%i %k" 2>/dev/null | awk '$2 ~ /^rule_train/ {print $1; exit}')
-    [ -n "$job" ] && break
-    sleep 0.5
-done
+job=$(running_job train)
 [ -n "$job" ] || { echo "no running training job to cancel"; tail -30 "$scratch/killed.log"; exit 1; }
 sleep 2
 scancel "$job"
 echo "cancelled Slurm job $job mid-run"
 sleep 5
-kill -KILL "$workflow" 2>/dev/null || true
-wait "$workflow" 2>/dev/null || true
-scancel --user root 2>/dev/null || true
-snakemake --unlock --profile workflow/profiles/slurm-ci --config results="$killed_results" >/dev/null 2>&1
-timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_results" \
-    --rerun-incomplete >"$scratch/rerun.log" 2>&1 || { tail -50 "$scratch/rerun.log"; exit 1; }
+rerun_after_kill "$workflow" "$killed_results" "$scratch/rerun.log"
 python3 .ci/compare_results.py "$local_results" "$killed_results"
 
+# A killed evaluation job: on a copy of the Slurm run's tree with one co-training cell's evaluations removed (and
+# those kept beside its run), scancel the cell's evaluation job once it has finished its first of 4 checkpoint
+# evaluations, stop Snakemake, unlock and rerun: the retried job evaluates only the rest, and every output equals
+# the local run's.
+killed_eval="$scratch/slurm_killed_eval"
+cell=graft/P1/seed0
+echo "[slurm smoke] $SECONDS s: a killed evaluation job"
+cp -a "$slurm_results" "$killed_eval"
+rm -rf "$killed_eval"/{eval,eval_parts,eval_selected}/$cell "$killed_eval/runs/$cell/evaluated" "$killed_eval/report"
+snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_eval" >"$scratch/killed_eval.log" 2>&1 &
+workflow=$!
+job=$(running_job evaluate_checkpoints)
+[ -n "$job" ] || { echo "no running evaluation job to cancel"; tail -30 "$scratch/killed_eval.log"; exit 1; }
+for _ in $(seq 30000); do
+    compgen -G "$killed_eval/runs/$cell/evaluated/*/*.key" >/dev/null && break
+    sleep 0.01
+done
+scancel "$job"
+while squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 0.2; done
+kept=$( (compgen -G "$killed_eval/runs/$cell/evaluated/*/*.key" || true) | wc -l)
+echo "cancelled evaluation job $job after $kept of 4 checkpoint evaluations"
+[ "$kept" -ge 1 ] && [ "$kept" -lt 4 ] || { echo "the job was not cancelled mid-evaluation"; exit 1; }
+rerun_after_kill "$workflow" "$killed_eval" "$scratch/rerun_eval.log"
+events="$killed_eval/logs/eval/$cell/part0.log"
+echo "the retried job: $(grep -c '"event": "evaluate_kept"' "$events") kept," \
+    "$(grep -c '"event": "evaluate"' "$events") evaluated"
+[ "$(grep -c '"event": "evaluate_kept"' "$events")" -eq "$kept" ] || { echo "kept evaluations were redone"; exit 1; }
+python3 .ci/compare_results.py "$local_results" "$killed_eval"
+
 # The dress rehearsal of the paper: vLLM engines under torchrun, evaluation as jobs of their own, the
-# report, every rule of the paper's DAG; jobs inherit the vLLM environment from the submitting shell.
+# report, every rule of the paper's DAG. Snakemake runs in the project's environment, which has no usable vLLM;
+# every job runs in .venv-vllm because the config's workflow.environment names it.
 if [ -x .venv-vllm/bin/snakemake ]; then
     rehearsal="$scratch/rehearsal"
     echo "[slurm smoke] $SECONDS s: the dress rehearsal subset"
     start=$(date +%s)
     (
-        . .venv-vllm/bin/activate
         python .ci/rehearsal_subset.py "$scratch/rehearsal.yaml"
         timeout -s KILL 2400 snakemake all --profile workflow/profiles/slurm-rehearsal \
             --configfile "$scratch/rehearsal.yaml" --config results="$rehearsal" >"$scratch/rehearsal.log" 2>&1

@@ -29,6 +29,9 @@ USAGE = (
 
 _PROGRESS = Progress()
 
+DEFAULT_PROFILE = Path("workflow/profiles/slurm")
+"""The paper's Slurm profile, relative to the repository root, where ``graft plan`` finds its time limits."""
+
 
 def _log_event(event: str, **fields) -> None:
     """Progress: JSON Lines on stderr (logs, Slurm), bars and lines on a terminal (graft.progress)."""
@@ -149,13 +152,15 @@ def _training_run(path: Path) -> RunDir:
 def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, Path]]:
     """(model, checkpoint, result file) for ``--checkpoint`` or for every checkpoint of ``--run``."""
     from graft.engine.policy import check_model_dir
-    from graft.eval.evaluate import run_jobs
+    from graft.eval.evaluate import checkpoint_step, run_jobs
 
     if (args.checkpoint is None) == (args.run is None):
         raise ConfigError("evaluate: give either --checkpoint DIR with --model and --out, or --run DIR with --out-dir")
     if args.checkpoint is not None:
         if args.out is None or args.model is None:
             raise ConfigError("evaluate: --checkpoint needs --model and --out")
+        if args.steps is not None:
+            raise ConfigError("--steps: only with --run (a run's checkpoints by step)")
         jobs = [(args.model, check_model_dir(args.checkpoint, "--checkpoint"), args.out)]
     else:
         if args.out_dir is None:
@@ -166,11 +171,27 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
         for model in models:
             if not any(job[0] == model for job in jobs):
                 raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {model!r}")
+        if args.steps is not None:
+            steps = _steps(args.steps)
+            missing = sorted(steps - {checkpoint_step(ckpt) for _, ckpt, _ in jobs})
+            if missing:
+                have = ", ".join(str(checkpoint_step(ckpt)) for _, ckpt, _ in jobs[: len(jobs) // len(models)])
+                raise ConfigError(f"--steps: {str(args.run)!r} has no checkpoint of step {missing[0]}; it has {have}")
+            jobs = [job for job in jobs if checkpoint_step(job[1]) in steps]
         jobs = [(model, check_model_dir(ckpt, "--run"), out) for model, ckpt, out in jobs]
     for model, _, _ in jobs:
         if model not in config.models:
             raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
     return jobs
+
+
+def _steps(text: str) -> set[int]:
+    """``--steps 5,10,15``."""
+    try:
+        steps = {int(part) for part in text.split(",")}
+    except ValueError:
+        raise ConfigError(f"--steps: {text!r} is not allowed; expected checkpoint steps separated by commas") from None
+    return steps
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -281,7 +302,12 @@ def _cell_argument(text: str) -> tuple[str, str, str]:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from graft.plan import describe
 
-    print(describe(load_config(args.config), str(args.config)))
+    profile = args.profile
+    if profile is None and DEFAULT_PROFILE.is_dir():
+        profile = DEFAULT_PROFILE
+    elif profile is not None and not profile.is_dir():
+        raise ConfigError(f"--profile: no such directory {str(profile)!r} (a Snakemake profile with config.yaml)")
+    print(describe(load_config(args.config), str(args.config), profile))
     return 0
 
 
@@ -363,6 +389,7 @@ def _add_evaluation(sub) -> None:
     ev.add_argument("--out", type=Path, help="result JSON for --checkpoint")
     ev.add_argument("--run", type=Path, help="a training run: evaluate each of its checkpoints (with --out-dir)")
     ev.add_argument("--out-dir", type=Path, help="<model>/step_NNNNN.json per checkpoint of --run")
+    ev.add_argument("--steps", help="with --run: only the checkpoints of these steps, e.g. 5,10,15")
     ev.add_argument("--seed", type=int, default=0, help="sampling seed (one per evaluation repeat)")
     ev.add_argument("--threads", type=int)
     ev.set_defaults(func=_cmd_evaluate)
@@ -380,6 +407,9 @@ def _add_evaluation(sub) -> None:
 
     plan = sub.add_parser("plan", help="cells, evaluations and estimated GPU-hours of a config, before submitting")
     plan.add_argument("--config", type=Path, required=True)
+    plan.add_argument(
+        "--profile", type=Path, help=f"Snakemake profile whose runtimes are the limits (default: {DEFAULT_PROFILE})"
+    )
     plan.set_defaults(func=_cmd_plan)
 
     rep = sub.add_parser("report", help="tables (Markdown, CSV, LaTeX) and figures (PNG) from a results tree")

@@ -110,6 +110,12 @@ class TrainSpec:
     checkpoint_every: int = 5
     """Save model, optimizer, sampler position and RNG states every this many steps (and at the end)."""
 
+    checkpoint_minutes: float | None = None
+    """Also save a resumable checkpoint once this many minutes of wall time have passed since the last save, between
+    the ``checkpoint_every`` steps: a job killed at its Slurm limit and resumed then loses at most this much work
+    plus the step under way. These checkpoints hold what a resume needs and nothing is evaluated from them; only
+    the newest is kept, and none once the run ends. None: checkpoints every ``checkpoint_every`` steps only."""
+
     resumable_checkpoints: int = 2
     """How many of the newest checkpoints keep their optimizer state; a resume falls back to an older one when
     the newest fails its manifest check. Older checkpoints keep only the models (what evaluation reads)."""
@@ -302,6 +308,19 @@ class WorkflowSpec:
     0.6M parameters) get through more steps than one at a time at 2 threads (0.16 s per step)."""
     gpu_hours_per_step: float = 0.0
     """Estimated GPU-hours of one n=8 training step of one model, for ``graft plan`` (0 on the CPU default)."""
+    generation_tokens_per_s: dict[str, float] = field(default_factory=dict)
+    """Tokens per second one GPU generates for a model (every sequence of an evaluation in flight), per model name,
+    for the job lengths ``graft plan`` prints; a model without an entry gets no estimate."""
+    mean_response_tokens: int | None = None
+    """Mean length of a generated response, for ``graft plan``; None: the maximum (an upper bound)."""
+    eval_checkpoints_per_job: int | None = None
+    """Checkpoints that one evaluation job evaluates (for every model of its cell), so that a cell's evaluation
+    runs as several jobs, each within its Slurm limit; None: one job per cell."""
+    environment: str | None = None
+    """A Python environment (a venv or conda prefix; ``bash requirements/gpu-env.sh DIR`` builds the GPU one) whose
+    ``bin/`` comes first on the PATH of every job's commands, so that no job runs in whatever environment
+    submitted it; Snakemake refuses to start when it has no ``bin/graft``. None: the environment Snakemake runs
+    in (the CPU default)."""
     fetch_on_submit_host: bool = True
     """Run the download rules (``fetch_model``, ``fetch_dataset``) on the machine that runs Snakemake
     (``localrules``): on many clusters compute nodes have no internet. False: submit them like other jobs."""
@@ -371,6 +390,10 @@ class RunConfig:
         for name in (*counts, "micro_batch"):
             if getattr(t, name) < 1:
                 raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
+        if t.checkpoint_minutes is not None and not t.checkpoint_minutes > 0:
+            raise ConfigError(
+                f"train.checkpoint_minutes: {t.checkpoint_minutes} is not allowed; expected a number > 0, or null"
+            )
         if not t.logits_chunk_mib > 0:
             raise ConfigError(f"train.logits_chunk_mib: {t.logits_chunk_mib} is not allowed; expected a number > 0")
         if t.micro_batch_tokens is not None and t.micro_batch_tokens < 1:
@@ -440,6 +463,20 @@ class RunConfig:
         for name in w.baseline_pairs or []:
             if name not in self.pairs:
                 raise ConfigError(f"workflow.baseline_pairs: unknown pair {name!r}; pairs: {', '.join(self.pairs)}")
+        if w.eval_checkpoints_per_job is not None and w.eval_checkpoints_per_job < 1:
+            raise ConfigError(
+                f"workflow.eval_checkpoints_per_job: {w.eval_checkpoints_per_job} is not allowed; expected an "
+                "integer >= 1, or null for one job per cell"
+            )
+        if w.mean_response_tokens is not None and w.mean_response_tokens < 1:
+            raise ConfigError(f"workflow.mean_response_tokens: {w.mean_response_tokens} is not allowed; expected >= 1")
+        for name, rate in w.generation_tokens_per_s.items():
+            if name not in self.models:
+                raise ConfigError(
+                    f"workflow.generation_tokens_per_s: unknown model {name!r}; models: {', '.join(self.models)}"
+                )
+            if not rate > 0:
+                raise ConfigError(f"workflow.generation_tokens_per_s.{name}: {rate} is not allowed; expected > 0")
         _check_seeds("workflow.main_seeds", w.main_seeds)
         _check_seeds("workflow.other_seeds", w.other_seeds)
         scheduled = {*w.grpo, *w.pair_methods, *w.ablations, *(["replay"] if w.replay else [])}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
+from graft.job_lengths import job_kinds, job_lines, profile_runtimes
 from graft.memory import Phase, cell_phases, model_sizes
 from graft.methods import get_method
 from graft.results import ResultsTree, RunDir, replay_cell
@@ -100,22 +101,18 @@ def checkpoint_steps(cfg: RunConfig) -> list[int]:
     return sorted({*range(every, steps + 1, every), steps})
 
 
-def estimate_gpu_hours(cfg: RunConfig, cells: list[TrainingCell]) -> float:
-    """Training GPU-hours of all cells: steps x models x n/8 x workflow.gpu_hours_per_step."""
-    total = 0.0
-    for c in cells:
-        n = get_method(c.method, cfg.methods).n
-        total += cfg.train.steps * len(c.models) * (n / 8) * cfg.workflow.gpu_hours_per_step
-    return total
+def base_evaluations(cfg: RunConfig) -> list[str]:
+    """The model of each evaluation of a base model (one per model and seed of its GRPO n=8 cells)."""
+    return [model for model in cfg.models for _ in base_seeds(cfg, model)]
 
 
-def describe(cfg: RunConfig, source: str) -> str:
-    """What ``graft plan`` prints: cells per method, checkpoint evaluations and estimated GPU-hours."""
+def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
+    """What ``graft plan`` prints: cells per method, checkpoint evaluations, the memory plan, and each rule's jobs
+    with their estimated length beside ``profile``'s limits and GPU-hours per kind of job."""
     from collections import Counter
 
     cells = training_cells(cfg)
-    base = sum(len(base_seeds(cfg, model)) for model in cfg.models)
-    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + base
+    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + len(base_evaluations(cfg))
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
     lines.append(f"{'method':<30} {'cells':>5}")
     lines += [f"{method:<30} {count:>5}" for method, count in Counter(c.method for c in cells).items()]
@@ -131,17 +128,32 @@ def describe(cfg: RunConfig, source: str) -> str:
         lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     lines += memory_lines(cfg, cells)
-    hours = estimate_gpu_hours(cfg, cells)
-    if hours:
-        lines.append(
-            f"estimated training GPU-hours: {hours:,.0f} (workflow.gpu_hours_per_step = "
-            f"{cfg.workflow.gpu_hours_per_step} per n=8 model-step)"
-        )
-    else:
-        lines.append(
-            "estimated training GPU-hours: 0 (a CPU configuration; set workflow.gpu_hours_per_step to estimate)"
-        )
+    lines += estimate_basis(cfg)
+    kinds = job_kinds(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg))
+    limits = None if profile is None else profile_runtimes(profile)
+    lines += job_lines(kinds, limits, None if profile is None else str(profile))
     return "\n".join(lines)
+
+
+def estimate_basis(cfg: RunConfig) -> list[str]:
+    """What the job lengths rest on, in the config's own figures."""
+    w = cfg.workflow
+    if not w.gpu_hours_per_step and not w.generation_tokens_per_s:
+        return [
+            "job lengths: not estimated (a CPU configuration: set workflow.gpu_hours_per_step and "
+            "workflow.generation_tokens_per_s)"
+        ]
+    rates = ", ".join(f"{m} {r:,.0f}" for m, r in w.generation_tokens_per_s.items()) or "none"
+    limit = cfg.eval.max_response_tokens if cfg.eval and cfg.eval.max_response_tokens else cfg.train.max_response_tokens
+    tokens = (
+        f"{w.mean_response_tokens:,} (workflow.mean_response_tokens)"
+        if w.mean_response_tokens
+        else f"{limit:,}, the maximum"
+    )
+    return [
+        f"job lengths rest on: workflow.gpu_hours_per_step = {w.gpu_hours_per_step} per n=8 model-step of training;"
+        f" generated tokens/s per GPU (workflow.generation_tokens_per_s): {rates}; mean response tokens: {tokens}"
+    ]
 
 
 def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:

@@ -106,6 +106,11 @@ def eval_file(directory: str | Path, model: str, step: int) -> Path:
     return Path(directory) / model / f"{step_name(step)}.json"
 
 
+def _step_dirs(root: Path) -> list[Path]:
+    """The complete ``step_NNNNN`` directories under ``root``, oldest first."""
+    return sorted(p for p in root.glob("step_*") if p.is_dir() and parse_step(p.name) is not None)
+
+
 @dataclass(frozen=True)
 class RunDir:
     """One training cell's directory: what ``graft train --out`` writes."""
@@ -133,8 +138,15 @@ class RunDir:
 
     def checkpoints(self) -> list[Path]:
         """Complete checkpoint directories, oldest first (temporaries of an interrupted save are skipped)."""
-        found = self.checkpoint_root.glob("step_*")
-        return sorted(p for p in found if p.is_dir() and parse_step(p.name) is not None)
+        return _step_dirs(self.checkpoint_root)
+
+    @property
+    def interim_root(self) -> Path:
+        """Checkpoints saved by wall time (``train.checkpoint_minutes``): for a resume only, never evaluated."""
+        return self.checkpoint_root / "interim"
+
+    def interim_checkpoints(self) -> list[Path]:
+        return _step_dirs(self.interim_root)
 
     def trajectories(self, model: str) -> Path:
         return self.root / "trajectories" / model
@@ -190,6 +202,11 @@ class ResultsTree:
 
     def eval_file(self, method: str, cell: str, seed: int | str, model: str, step: int) -> Path:
         return eval_file(self.eval_dir(method, cell, seed), model, step)
+
+    def eval_part_dir(self, method: str, cell: str, seed: int | str, part: int | str) -> Path:
+        """What one evaluation job of a training cell writes (a group of its checkpoints); the cell's evaluation
+        directory collects the groups."""
+        return self.root / "eval_parts" / method / cell / f"seed{seed}" / f"part{part}"
 
     def selected_eval_dir(self, method: str, cell: str, seed: int | str) -> Path:
         """A training cell's selected checkpoints, re-evaluated ``eval.selection_runs`` times each."""

@@ -7,8 +7,9 @@ from pathlib import Path
 import yaml
 
 from graft.config import config_from_dict
+from graft.job_lengths import evaluation_parts
 from graft.plan import base_seeds, checkpoint_steps, training_cells
-from graft.preflight import slurm_problem
+from graft.preflight import environment_problem, slurm_problem
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
 
@@ -24,10 +25,21 @@ WRITING = ("mismatch", "mismatch_unit", "slip_unit")
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
 EVAL_IN_TRAIN = CFG.workflow.eval_in_train
+# Every job's commands run from workflow.environment's bin/ (graft, torchrun), whatever environment submitted them.
+ENVIRONMENT = (
+    Path(CFG.workflow.environment).resolve() if CFG.workflow.environment else None
+)
+if ENVIRONMENT is not None:
+    shell.prefix(
+        f'set -euo pipefail; export PATH="{ENVIRONMENT}/bin:$PATH" VIRTUAL_ENV="{ENVIRONMENT}"; '
+    )
 # Wildcard patterns of a training cell's outputs
 RUN = TREE.run("{method}", "{cell}", "{seed}")
 EVAL_DIR = str(TREE.eval_dir("{method}", "{cell}", "{seed}"))
 SELECTED_DIR = str(TREE.selected_eval_dir("{method}", "{cell}", "{seed}"))
+EVAL_PART_DIR = str(TREE.eval_part_dir("{method}", "{cell}", "{seed}", "{part}"))
+# The checkpoint steps that each evaluation job of a cell evaluates
+EVAL_PARTS = evaluation_parts(STEPS, CFG.workflow.eval_checkpoints_per_job)
 SELECTION_RUNS = CFG.eval.selection_runs if CFG.eval else 0
 
 
@@ -56,6 +68,7 @@ wildcard_constraints:
     cell="[A-Za-z0-9_]+",
     seed="[0-9]+",
     model="[A-Za-z0-9_]+",
+    part="[0-9]+",
 
 
 def cell_of(wc):

@@ -24,25 +24,48 @@ rule evaluate_base:
 
 if not EVAL_IN_TRAIN:
 
-    rule evaluate_run:
-        """pass@1 of every checkpoint of every model of one training cell: <model>/step_NNNNN.json inside."""
+    rule evaluate_checkpoints:
+        """pass@1 of one group of a training cell's checkpoints (workflow.eval_checkpoints_per_job; all of them by
+        default), every model of the cell: <model>/step_NNNNN.json inside. Each finished evaluation is kept
+        beside the run, so a killed and retried job evaluates only what is missing.
+        """
         input:
             config=ancient(RUN_CONFIG),
             done=str(RUN.done),
             benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
         output:
-            directory(EVAL_DIR),
+            directory(EVAL_PART_DIR),
         log:
-            f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}.log",
+            f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}/part{{part}}.log",
         conda:
             COMPUTE_ENV
         threads: CFG.workflow.threads
         params:
             run=lambda wc, input: Path(input.done).parent,
+            steps=lambda wc: ",".join(map(str, EVAL_PARTS[int(wc.part)])),
             settings=lambda wc: eval_settings(),
         shell:
-            "graft evaluate --config {input.config} --run {params.run} --out-dir {output}"
-            " --threads {threads} 2> {log}"
+            "graft evaluate --config {input.config} --run {params.run} --steps {params.steps}"
+            " --out-dir {output} --threads {threads} 2> {log}"
+
+    localrules:
+        collect_evaluations,
+
+    rule collect_evaluations:
+        """A training cell's checkpoint evaluations in one directory: its evaluation jobs' results side by side."""
+        input:
+            parts=lambda wc: [
+                EVAL_PART_DIR.format(**wc, part=part)
+                for part in range(len(EVAL_PARTS))
+            ],
+        output:
+            directory(EVAL_DIR),
+        log:
+            f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}/collect.log",
+        conda:
+            "../envs/graft.yaml"
+        shell:
+            "(mkdir -p {output} && for part in {input.parts}; do cp -R $part/. {output}/; done) 2> {log}"
 
 
 if SELECTION_RUNS:

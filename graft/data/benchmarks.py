@@ -23,18 +23,26 @@ from graft.results import atomic_path
 class HubSource:
     repo: str
     split: str
+    size: int
+    """Problems in the published split (graft plan's job lengths before the download)."""
     problem: str = "problem"
     answer: str = "answer"
 
 
 # The hub sources used for the paper configuration; their field names as published.
 HUB: dict[str, HubSource] = {
-    "math500": HubSource("HuggingFaceH4/MATH-500", "test"),
-    "aime24": HubSource("HuggingFaceH4/aime_2024", "train"),
-    "aime25": HubSource("math-ai/aime25", "test"),
-    "amc23": HubSource("math-ai/amc23", "test", problem="question"),
-    "minerva": HubSource("math-ai/minervamath", "test", problem="question"),
+    "math500": HubSource("HuggingFaceH4/MATH-500", "test", 500),
+    "aime24": HubSource("HuggingFaceH4/aime_2024", "train", 30),
+    "aime25": HubSource("math-ai/aime25", "test", 30),
+    "amc23": HubSource("math-ai/amc23", "test", 40, problem="question"),
+    "minerva": HubSource("math-ai/minervamath", "test", 272, problem="question"),
 }
+
+VALIDATION_SIZE = 500
+"""Problems of ``math_validation``: MATH test problems outside MATH500 (graft.data.fetch)."""
+
+DATASET_SIZES: dict[str, int] = {**{name: src.size for name, src in HUB.items()}, "math_validation": VALIDATION_SIZE}
+"""Problems of each dataset ``graft fetch dataset`` writes, by name."""
 
 
 def normalise(record: dict, line: int, where: str) -> Problem:

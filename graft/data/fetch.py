@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from graft.config import ModelSpec
-from graft.data.benchmarks import HUB, HubSource, fetch_from_hub
+from graft.data.benchmarks import HUB, VALIDATION_SIZE, HubSource, fetch_from_hub
 from graft.engine.policy import check_model_dir, check_prompt
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 
 # MATH train (7,500 problems); the gold answer is the last \boxed{} of each solution.
-MATH_TRAIN = HubSource("DigitalLearningGmbH/MATH-lighteval", "train", answer="answer")
-MATH_TEST = HubSource("DigitalLearningGmbH/MATH-lighteval", "test", answer="answer")
+MATH_TRAIN = HubSource("DigitalLearningGmbH/MATH-lighteval", "train", 7500)
+MATH_TEST = HubSource("DigitalLearningGmbH/MATH-lighteval", "test", 5000)
 
 
 def fetch_model(hub_id: str, out: str | Path, check: tuple[str, ModelSpec] | None = None) -> Path:
@@ -38,7 +38,7 @@ def fetch_model(hub_id: str, out: str | Path, check: tuple[str, ModelSpec] | Non
     return out
 
 
-def fetch_math_validation(out: str | Path, size: int = 500, seed: int = 0) -> Path:
+def fetch_math_validation(out: str | Path, size: int = VALIDATION_SIZE, seed: int = 0) -> Path:
     """A validation set disjoint from the test benchmarks: ``size`` MATH test problems that are not in MATH500,
     drawn with a seeded shuffle. Checkpoint selection on it does not look at the reported benchmarks."""
     import json

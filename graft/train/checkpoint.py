@@ -1,6 +1,8 @@
 """Checkpoints of a training run: save, find the newest resumable one, restore, prune.
 
-A checkpoint holds each model as a ``from_pretrained`` directory (what evaluation reads), and in the newest
+Checkpoints are saved every ``train.checkpoint_every`` steps and, with ``train.checkpoint_minutes``, also by wall
+time in between (``checkpoints/interim``: resumable, never evaluated, only the newest kept). A checkpoint holds
+each model as a ``from_pretrained`` directory (what evaluation reads), and in the newest
 ``train.resumable_checkpoints`` ones also the state a resume needs: the optimizer (``optimizer.pt``, or a sharded
 run's model and optimizer shards under ``sharded/``), the HACPO capability trackers and the RNG states
 (``state.json``). It is written to a temporary directory and renamed, so it is complete or absent, and its
@@ -25,7 +27,7 @@ from graft.engine import deepspeed_engine
 from graft.engine.distributed import SINGLE, World, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
-from graft.results import RunDir, begin_dir, commit_dir, parse_step, temp_dir, trajectory_file, write_text
+from graft.results import RunDir, begin_dir, commit_dir, parse_step, step_name, temp_dir, trajectory_file, write_text
 from graft.train.learner import Learner
 
 
@@ -117,10 +119,13 @@ def save(
     world: World,
     dtypes: dict[str, str],
     keep_resumable: int = 2,
+    interim: bool = False,
 ) -> None:
-    """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``.
-    ``dtypes``: each model's configured dtype, in which a sharded run exports its float32 master weights."""
-    final = run.checkpoint(next_step)
+    """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``;
+    ``interim``: a checkpoint saved by wall time, which replaces the previous interim one. Every interim
+    checkpoint older than a new checkpoint goes. ``dtypes``: each model's configured dtype, in which a sharded
+    run exports its float32 master weights."""
+    final = run.interim_root / step_name(next_step) if interim else run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
     for learner in learners:
@@ -152,7 +157,11 @@ def save(
     write_manifest(tmp, world)
     if world.is_main:
         commit_dir(tmp, final)
-        _prune(run, keep_resumable, [learner.name for learner in learners])
+        for older in run.interim_checkpoints():
+            if older != final:
+                shutil.rmtree(older)
+        if not interim:
+            _prune(run, keep_resumable, [learner.name for learner in learners])
     world.barrier()
 
 
@@ -171,7 +180,8 @@ def latest(run: RunDir, models: list[str], say=lambda line: None) -> Path | None
     """The newest checkpoint that holds the state a resume needs and matches its manifest; each newer one that
     does not is named with the reason through ``say``."""
     skipped = None
-    for ckpt in reversed(run.checkpoints()):
+    candidates = sorted([*run.checkpoints(), *run.interim_checkpoints()], key=lambda p: parse_step(p.name))
+    for ckpt in reversed(candidates):
         resumable = (ckpt / "state.json").is_file() and all(
             any(path.exists() for path in resume_state(ckpt, model)) for model in models
         )
@@ -254,6 +264,6 @@ def trim_after(run: RunDir, next_step: int, models: list[str]) -> None:
             step = parse_step(path.name)
             if step is not None and step >= next_step and path == trajectory_file(run.trajectories(model), step):
                 path.unlink()
-    for ckpt in run.checkpoints():
+    for ckpt in [*run.checkpoints(), *run.interim_checkpoints()]:
         if parse_step(ckpt.name) > next_step:
             shutil.rmtree(ckpt)

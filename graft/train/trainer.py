@@ -250,7 +250,9 @@ class Trainer:
             # what decides the CPU float bits (graft.numerics), beside what decides the run
             record = {**meta, "numerics": numerics_record()}
             run.run_json.write_text(json.dumps(record, indent=2) + "\n")
-        every = self.cfg.train.checkpoint_every
+        every, minutes = self.cfg.train.checkpoint_every, self.cfg.train.checkpoint_minutes
+        keep = self.cfg.train.resumable_checkpoints
+        last_save = time.monotonic()
         dtypes = {learner.name: self.cfg.models[learner.name].dtype for learner in self.learners}
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
@@ -262,8 +264,11 @@ class Trainer:
                     tracker.log(step, rows)
                     log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
-                    keep = self.cfg.train.resumable_checkpoints
                     checkpoint.save(run, step + 1, self.learners, self.world, dtypes, keep)
+                    last_save = time.monotonic()
+                elif minutes is not None and self._time_to_save(last_save, minutes):
+                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes, keep, interim=True)
+                    last_save = time.monotonic()
             if self.req.eval_dir is not None:
                 from graft.eval.evaluate import Evaluator, evaluate_run
 
@@ -278,6 +283,11 @@ class Trainer:
             self._write_done()
         self.world.barrier()
         return run.metrics
+
+    def _time_to_save(self, last_save: float, minutes: float) -> bool:
+        """Whether ``minutes`` of wall time have passed since the last save, on any process (all then save)."""
+        due = time.monotonic() - last_save >= minutes * 60
+        return self.world.sum([float(due)])[0] > 0 if self.world.distributed else due
 
     def _write_done(self) -> None:
         """The run's completion record: written last and atomically, so its presence means a finished run."""

@@ -13,6 +13,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from graft.cli import main
@@ -20,7 +21,7 @@ from graft.config import load_config
 from graft.data.records import read_step
 from graft.errors import ConfigError
 from graft.methods import get_method
-from graft.results import TIMING_METRICS
+from graft.results import TIMING_METRICS, RunDir
 from graft.train.lock import LOCK_NAME, RunLock
 from graft.train.request import TrainRequest
 from graft.train.trainer import Trainer
@@ -182,3 +183,44 @@ def test_a_truncated_trajectory_file_is_refused_naming_file_and_step(uninterrupt
     with pytest.raises(ConfigError, match=r"archive: step 1: .*step_00001\.parquet.* is not a readable Parquet"):
         read_step(directory, 1)
     pq.read_table(directory / "step_00000.parquet")  # the others are untouched
+
+
+def test_a_run_killed_between_checkpoints_resumes_from_its_wall_time_checkpoint(
+    forced_world, tmp_path, uninterrupted, monkeypatch
+):
+    """train.checkpoint_minutes: with checkpoints by step only at the end (checkpoint_every 100) and a tiny interval,
+    a resumable checkpoint follows every step and replaces the one before; a job killed during the third step
+    redoes only that step, ends as the uninterrupted run, and leaves no interim checkpoint for evaluation."""
+    cfg = yaml.safe_load(forced_world["config"].read_text())
+    cfg["train"].update(checkpoint_every=100, checkpoint_minutes=1e-9)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    out, done_steps = tmp_path / "run", []
+    real_step = Trainer.step
+
+    def killed_at_step_2(self, step):
+        if step == 2:
+            raise KeyboardInterrupt  # stands for the SIGKILL at the Slurm limit
+        return real_step(self, step)
+
+    def counted(self, step):
+        done_steps.append(step)
+        return real_step(self, step)
+
+    def run(resume):
+        req = TrainRequest(load_config(config), get_method("graft"), ["A", "B"], 0, out, 3, resume=resume)
+        Trainer(req).run()
+
+    monkeypatch.setattr(Trainer, "step", killed_at_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        run(resume=False)
+    assert not RunDir(out).checkpoints()
+    assert [p.name for p in RunDir(out).interim_checkpoints()] == ["step_00002"]  # the newest only
+    monkeypatch.setattr(Trainer, "step", counted)
+    run(resume=True)
+    assert done_steps == [2]  # without the interim checkpoint the resume would redo all three steps
+    assert metrics(out) == metrics(uninterrupted)
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+    assert [p.name for p in RunDir(out).checkpoints()] == ["step_00003"]
+    assert not RunDir(out).interim_checkpoints()
+    assert json.loads((out / "done.json").read_text())["checkpoints"] == ["step_00003"]

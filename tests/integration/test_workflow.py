@@ -30,9 +30,9 @@ def tool(name: str) -> str:
     return found
 
 
-def run(*cmd, check: bool = False):
+def run(*cmd, check: bool = False, timeout: float = 1800):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
@@ -191,7 +191,8 @@ def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
     shutil.rmtree(smoke / "eval" / "graft" / "P1" / "seed0")
     shutil.rmtree(smoke / "report")
     counts = job_counts(smk(smoke, "all", "--dry-run"))
-    assert counts == {"train": 1, "evaluate_run": 1, "reevaluate_selected": 1, "report": 1, "all": 1}
+    expected = {"train": 1, "evaluate_checkpoints": 1, "collect_evaluations": 1, "reevaluate_selected": 1}
+    assert counts == {**expected, "report": 1, "all": 1}
     smk(smoke, "all")
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [(m["step"], m["model"]) for m in metrics] == [(s, m) for s in range(2) for m in ("smol", "qwen")]
@@ -206,7 +207,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     results = tmp_path / "results"
     shutil.copytree(smoke, results)
     for method in ("graft", "graft_no_gate"):
-        for stage in ("runs", "eval", "eval_selected"):
+        for stage in ("runs", "eval", "eval_parts", "eval_selected"):
             shutil.rmtree(results / stage / method / "P1" / "seed0")
     shutil.rmtree(results / "report")
     cells = job_counts(smk(results, "all", "--dry-run"))["train"]
@@ -257,13 +258,15 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
     run_dir = results / "runs" / "grpo_n8" / "smol" / "seed0"
     eval_dir = results / "eval" / "grpo_n8" / "smol" / "seed0"
     shutil.rmtree(eval_dir)
+    shutil.rmtree(results / "eval_parts" / "grpo_n8" / "smol" / "seed0")
     shutil.rmtree(run_dir / "evaluated")
     expected = {
         p.relative_to(smoke / "eval"): p.read_bytes() for p in (smoke / "eval" / "grpo_n8" / "smol").rglob("*.json")
     }
     steps = len(expected)
     assert steps >= 2
-    assert job_counts(smk(results, eval_dir, "--dry-run")) == {"evaluate_run": 1}
+    jobs = {"evaluate_checkpoints": 1, "collect_evaluations": 1}
+    assert job_counts(smk(results, eval_dir, "--dry-run")) == jobs
     proc = start_smk(results, eval_dir)
     try:
         deadline = time.monotonic() + 300
@@ -277,14 +280,70 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
     kept = len(list(run_dir.glob("evaluated/*/*.key")))
     assert 1 <= kept < steps, f"{kept} of {steps} checkpoints were done when the job was killed"
     smk(results, "--unlock")
-    assert job_counts(smk(results, eval_dir, "--rerun-incomplete", "--dry-run")) == {"evaluate_run": 1}
+    assert job_counts(smk(results, eval_dir, "--rerun-incomplete", "--dry-run")) == jobs
     smk(results, eval_dir, "--rerun-incomplete")
-    log = results / "logs" / "eval" / "grpo_n8" / "smol" / "seed0.log"
+    log = results / "logs" / "eval" / "grpo_n8" / "smol" / "seed0" / "part0.log"
     events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
     assert events.count("evaluate_kept") == kept and events.count("evaluate") == steps - kept
     # the same bytes, once the checkpoint's path (a copied tree's own) is the original's
     got = {p.relative_to(results / "eval"): p.read_bytes() for p in eval_dir.rglob("*.json")}
     assert {k: v.replace(bytes(results), bytes(smoke)) for k, v in got.items()} == expected
+
+
+def test_a_cells_checkpoints_evaluated_in_several_jobs_equal_one_jobs(smoke, tmp_path):
+    """workflow.eval_checkpoints_per_job: 1 evaluates the cell's two checkpoints in two jobs; collected, the results
+    are the one job's, byte for byte."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke, results)
+    cell = Path("grpo_n8") / "smol" / "seed0"
+    for stage in ("eval", "eval_parts"):
+        shutil.rmtree(results / stage / cell)
+    shutil.rmtree(results / "runs" / cell / "evaluated")
+    config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    config["workflow"]["eval_checkpoints_per_job"] = 1
+    (tmp_path / "split.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    cmd = [tool("snakemake"), results / "eval" / cell, "--cores", "2", "--configfile", tmp_path / "split.yaml"]
+    cmd += ["--config", f"results={results}"]
+    assert job_counts(run(*cmd, "--dry-run", check=True)) == {"evaluate_checkpoints": 2, "collect_evaluations": 1}
+    run(*cmd, check=True)
+    assert sorted(p.name for p in (results / "eval_parts" / cell).iterdir()) == ["part0", "part1"]
+    expected = {p.relative_to(smoke / "eval"): p.read_bytes() for p in (smoke / "eval" / cell).rglob("*.json")}
+    got = {p.relative_to(results / "eval"): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")}
+    assert len(got) == 2 and {k: v.replace(bytes(results), bytes(smoke)) for k, v in got.items()} == expected
+
+
+def test_every_job_runs_from_the_configured_environment_and_a_missing_one_stops_before_any(tmp_path):
+    """workflow.environment: a job's commands run from its bin/ (here a graft that notes each call, then runs the
+    project's), whatever environment runs Snakemake; without bin/graft Snakemake stops before any job, with one
+    line naming the command that builds the environment."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls.txt"
+    wrapper = env / "bin" / "graft"
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {tool("graft")} "$@"\n')
+    wrapper.chmod(0o755)
+    config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    for name, where in (("ok.yaml", env), ("missing.yaml", tmp_path / "absent")):
+        config["workflow"]["environment"] = str(where)
+        (tmp_path / name).write_text(yaml.safe_dump(config, sort_keys=False))
+    results = tmp_path / "results"
+    target = results / "methods.yaml"
+
+    def snakemake(name):
+        cmd = [tool("snakemake"), target, "--cores", "1", "--configfile", tmp_path / name]
+        return run(*cmd, "--config", f"results={results}")
+
+    refused = snakemake("missing.yaml")
+    assert refused.returncode != 0 and not target.exists()
+    said = [line for line in (refused.stdout + refused.stderr).splitlines() if "workflow.environment" in line]
+    assert said == [
+        f"workflow.environment: '{tmp_path / 'absent'}' has no bin/graft; build it with: bash "
+        f"requirements/gpu-env.sh {tmp_path / 'absent'} (or set workflow.environment to an environment that has "
+        "the graft package, or to null)"
+    ]
+    done = snakemake("ok.yaml")
+    assert done.returncode == 0, done.stderr
+    assert target.is_file() and calls.read_text().split() == ["methods"]
 
 
 def test_paper_config_dry_run_through_the_slurm_profile():
@@ -294,6 +353,9 @@ def test_paper_config_dry_run_through_the_slurm_profile():
     # + sgt + 2 replays), 17 ablations on pair 1; each cell's selected checkpoints re-evaluated in one job
     assert counts["train"] == 3 * 6 + 3 * 7 + 17
     assert counts["reevaluate_selected"] == counts["train"]
+    # 35 checkpoints (every 5 of 174 steps, and the last) in jobs of 5 (workflow.eval_checkpoints_per_job)
+    assert counts["evaluate_checkpoints"] == 7 * counts["train"]
+    assert counts["collect_evaluations"] == counts["train"]
     assert counts["fetch_model"] == 3
     assert counts["report"] == 1
 
@@ -318,14 +380,17 @@ with SnakemakeApi(OutputSettings()) as api:
 @pytest.mark.parametrize("on_submit_host", [True, False])
 def test_downloads_run_on_the_submitting_host_unless_the_config_says_otherwise(tmp_path, on_submit_host):
     """``workflow.fetch_on_submit_host`` makes fetch_model and fetch_dataset local rules, so that Slurm never gets
-    a job that needs the internet (a dry run cannot show it: Snakemake prints every dry-run job as ``rule``)."""
+    a job that needs the internet (a dry run cannot show it: Snakemake prints every dry-run job as ``rule``);
+    collecting a cell's evaluation jobs' files is always local."""
     config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     config.setdefault("workflow", {})["fetch_on_submit_host"] = on_submit_host
     path = tmp_path / "paper.yaml"
     path.write_text(yaml.safe_dump(config))
     out = run(sys.executable, "-c", LOCAL_RULES, path, check=True)
     local = out.stdout.strip().splitlines()[-1].split() if out.stdout.strip() else []
-    assert local == (["fetch_dataset", "fetch_model"] if on_submit_host else [])
+    assert local == (
+        ["collect_evaluations", "fetch_dataset", "fetch_model"] if on_submit_host else ["collect_evaluations"]
+    )
 
 
 def test_snakemake_lint_and_snakefmt():

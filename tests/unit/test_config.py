@@ -266,7 +266,7 @@ def test_bad_config_files(tmp_path, capsys):
 def test_plan_command(capsys):
     assert main(["plan", "--config", "config/paper.yaml"]) == 0
     out = capsys.readouterr().out
-    assert "56 training cells" in out and "estimated training GPU-hours" in out
+    assert "56 training cells" in out and "GPU-hours: training 2,958, evaluation" in out
     assert "then evaluated 5 more times" in out
     suffix = "Let's think step by step and output the final answer within \\\\boxed{}."
     for model in ("smollm3", "qwen3", "octothinker"):

@@ -1,0 +1,178 @@
+"""How long each kind of job of the workflow runs, from its work, and what that costs in GPU-hours.
+
+``graft plan`` prints these beside the Slurm profile's limits before anything is submitted. Training jobs are
+estimated from ``workflow.gpu_hours_per_step``; evaluation jobs from the tokens they generate (problems x
+samples x mean response tokens) at ``workflow.generation_tokens_per_s`` of each model. Both figures are the
+config's, stated with their source there; nothing here is measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from graft.config import RunConfig
+from graft.data.benchmarks import DATASET_SIZES
+from graft.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One rule's jobs."""
+
+    rule: str
+    kind: str
+    """training, evaluation or re-evaluation: the GPU-hours are summed per kind."""
+    lengths: list[float | None]
+    """Estimated hours of each job; None where a figure it rests on is missing."""
+    gpus: int
+    """GPUs per job."""
+    split: str
+    """The setting that makes these jobs shorter."""
+
+    @property
+    def longest(self) -> float | None:
+        known = [h for h in self.lengths if h is not None]
+        return max(known) if known and len(known) == len(self.lengths) else None
+
+    @property
+    def gpu_hours(self) -> float | None:
+        if any(h is None for h in self.lengths):
+            return None
+        return sum(self.lengths) * self.gpus
+
+
+def problem_count(path: str) -> int | None:
+    """Problems in a benchmark file: its lines when it exists, else the published size of the dataset it is
+    fetched as (named by its file name, as in the paper config), else None."""
+    file = Path(path)
+    if file.is_file():
+        with file.open() as handle:
+            return sum(1 for line in handle if line.strip())
+    return DATASET_SIZES.get(file.stem)
+
+
+def evaluation_hours(cfg: RunConfig, model: str) -> float | None:
+    """One evaluation of one checkpoint of ``model`` (every benchmark and the validation set, eval.k samples
+    each): generated tokens / the model's tokens per second on one GPU."""
+    if cfg.eval is None or model not in cfg.workflow.generation_tokens_per_s:
+        return None
+    files = [*cfg.eval.benchmarks.values(), *([cfg.eval.validation] if cfg.eval.validation else [])]
+    counts = [problem_count(f) for f in files]
+    if any(c is None for c in counts):
+        return None
+    tokens = cfg.workflow.mean_response_tokens or cfg.eval.max_response_tokens or cfg.train.max_response_tokens
+    seconds = sum(counts) * cfg.eval.k * tokens / cfg.workflow.generation_tokens_per_s[model]
+    return seconds / 3600
+
+
+def evaluation_parts(steps: list[int], per_job: int | None) -> list[list[int]]:
+    """The checkpoint steps of a cell, cut into the groups that one evaluation job each evaluates."""
+    size = per_job or len(steps)
+    return [steps[i : i + size] for i in range(0, len(steps), size)]
+
+
+def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str]) -> list[JobKind]:
+    """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.plan.TrainingCell) with checkpoint
+    ``steps``; ``base_evaluations``: the model of each evaluation of a base model."""
+    from graft.methods import get_method
+
+    w = cfg.workflow
+
+    def train_hours(cell) -> float | None:
+        if not w.gpu_hours_per_step:
+            return None
+        n = get_method(cell.method, cfg.methods).n
+        return cfg.train.steps * len(cell.models) * (n / 8) * w.gpu_hours_per_step / cfg.scale.processes
+
+    def cell_eval(cell, evaluations: int) -> float | None:
+        hours = [evaluation_hours(cfg, m) for m in cell.models]
+        return None if None in hours else evaluations * sum(hours)
+
+    kinds = [
+        JobKind(
+            "train",
+            "training",
+            [train_hours(c) for c in cells],
+            cfg.scale.processes,
+            "train.checkpoint_minutes (a job killed at its limit resumes from its last checkpoint when retried)",
+        )
+    ]
+    if cfg.eval is None:
+        return kinds
+    kinds.append(
+        JobKind(
+            "evaluate_base", "evaluation", [evaluation_hours(cfg, m) for m in base_evaluations], 1, "the rule's runtime"
+        )
+    )
+    if not w.eval_in_train:
+        parts = evaluation_parts(steps, w.eval_checkpoints_per_job)
+        lengths = [cell_eval(c, len(part)) for c in cells for part in parts]
+        kinds.append(JobKind("evaluate_checkpoints", "evaluation", lengths, 1, "workflow.eval_checkpoints_per_job"))
+    if cfg.eval.selection_runs:
+        lengths = [cell_eval(c, cfg.eval.selection_runs) for c in cells]
+        kinds.append(JobKind("reevaluate_selected", "re-evaluation", lengths, 1, "the rule's runtime"))
+    return kinds
+
+
+def profile_runtimes(profile: Path) -> dict[str, float]:
+    """Each rule's Slurm time limit in hours from a Snakemake profile's ``config.yaml`` (``set-resources`` over
+    ``default-resources``; runtime in minutes); ``"*"``: the default."""
+    path = profile / "config.yaml"
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"--profile: cannot read {str(path)!r} ({err.__class__.__name__})") from None
+    limits = {}
+    default = _runtime(data.get("default-resources"))
+    if default is not None:
+        limits["*"] = default / 60
+    for rule, resources in (data.get("set-resources") or {}).items():
+        minutes = _runtime(resources)
+        if minutes is not None:
+            limits[rule] = minutes / 60
+    return limits
+
+
+def _runtime(resources) -> float | None:
+    """A resources entry's runtime in minutes: a mapping, or Snakemake's list of ``name=value`` strings."""
+    if isinstance(resources, list):
+        resources = dict(item.split("=", 1) for item in resources if "=" in item)
+    value = (resources or {}).get("runtime")
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def job_lines(kinds: list[JobKind], limits: dict[str, float] | None, profile: str | None) -> list[str]:
+    """The table ``graft plan`` prints, GPU-hours per kind of job, and one warning per rule whose longest job
+    exceeds its limit."""
+
+    def hours(value: float | None, digits: int = 1) -> str:
+        return "?" if value is None else f"{value:,.{digits}f}"
+
+    where = f"limits from {profile}" if profile else "no Slurm profile read (--profile)"
+    lines = [f"jobs per rule (hours; {where}; ? where a figure it rests on is missing):"]
+    lines.append(f"  {'rule':<22}{'jobs':>6}{'GPUs/job':>10}{'longest job':>13}{'limit':>8}{'GPU-hours':>11}")
+    warnings = []
+    for k in kinds:
+        limit = None if limits is None else limits.get(k.rule, limits.get("*"))
+        lines.append(
+            f"  {k.rule:<22}{len(k.lengths):>6}{k.gpus:>10}{hours(k.longest):>13}{hours(limit):>8}"
+            f"{hours(k.gpu_hours, 0):>11}"
+        )
+        if limit is not None and k.longest is not None and k.longest > limit:
+            warnings.append(
+                f"warning: {k.rule} jobs take up to {k.longest:.1f} h, more than their limit of {limit:.1f} h; "
+                f"shorten them with {k.split}"
+            )
+    totals = {}
+    for k in kinds:
+        if k.lengths:
+            known = totals.get(k.kind, 0.0)
+            totals[k.kind] = None if known is None or k.gpu_hours is None else known + k.gpu_hours
+    lines.append("GPU-hours: " + ", ".join(f"{kind} {hours(total, 0)}" for kind, total in totals.items()))
+    return lines + warnings
