@@ -1,13 +1,14 @@
 """Grade the benchmarks' reference solutions with the training grader, and the same solutions with another
 problem's answer swapped into the box. Prints a table, writes bench/results/grade_references.json.
 
-Usage: python bench/grade_references.py [--shared ../shared/data/benchmarks]
+Usage: python bench/grade_references.py [--benchmarks DIR]   (default: $GRAFT_BENCHMARKS)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 from pathlib import Path
 
@@ -20,15 +21,20 @@ from graft.engine.reward import Grader, last_boxed
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     root = Path(__file__).resolve().parents[1]
-    parser.add_argument("--shared", type=Path, default=root.parent / "shared" / "data" / "benchmarks")
+    parser.add_argument(
+        "--benchmarks",
+        type=Path,
+        default=Path(os.environ.get("GRAFT_BENCHMARKS", "")),
+        help="directory of the real test sets as JSON Lines (math500.jsonl, aime24.jsonl, minerva_math.jsonl)",
+    )
     parser.add_argument("--out", type=Path, default=root / "bench" / "results" / "grade_references.json")
     args = parser.parse_args()
-    require(args.shared, "the benchmark directory", "a checkout with ../shared beside it, or --shared DIR")
+    require(args.benchmarks / "math500.jsonl", "the real test sets", "--benchmarks DIR or GRAFT_BENCHMARKS=DIR")
     results = {}
     print(f"{'benchmark':<14} {'graded':>6} {'no box':>6} {'right':>7} {'swapped wrong':>14}")
     with Grader("math", timeout=5, workers=2) as grader:
         for name in ("math500", "aime24", "minerva_math"):
-            path = args.shared / f"{name}.jsonl"
+            path = args.benchmarks / f"{name}.jsonl"
             records = [json.loads(line) for line in path.read_text().splitlines() if line]
             problems = load_benchmark(path)
             boxes = [last_boxed(r.get("solution") or "") for r in records]

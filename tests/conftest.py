@@ -1,13 +1,21 @@
-"""Session fixtures; the code that builds them lives in tests/helpers."""
+"""Session fixtures and hypothesis's profiles; the code that builds the fixtures lives in tests/helpers."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from helpers.forced import build_forced_model, forced_config, write_forced_problems
+from hypothesis import settings
+
+# No per-example deadline: torch's first call of a kernel, or a busy machine, is not a failure. CI runs the same
+# examples on every run (derandomize), so a red run is reproducible and a green one is not luck of the draw.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(scope="session")

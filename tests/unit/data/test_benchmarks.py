@@ -7,15 +7,13 @@ import random
 from pathlib import Path
 
 import pytest
+from helpers.benchmarks import REAL_BENCHMARKS, needs_real_benchmarks
 
 from graft.data.benchmarks import load_benchmark, normalise
 from graft.engine.reward import Grader, last_boxed
 from graft.errors import ConfigError
 
-SHARED = Path(__file__).resolve().parents[4] / "shared" / "data" / "benchmarks"
 DATA = Path(__file__).resolve().parents[2] / "data"
-
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/benchmarks is not present")
 
 
 @pytest.mark.parametrize(
@@ -54,11 +52,11 @@ def reference_answer(record: dict) -> str | None:
     return last_boxed(record.get("solution") or "")
 
 
-@needs_shared
+@needs_real_benchmarks
 @pytest.mark.parametrize("name", ["math500", "aime24", "minerva_math"])
 def test_reference_solutions_grade_correct_and_swapped_answers_wrong(name):
-    records = [json.loads(line) for line in (SHARED / f"{name}.jsonl").read_text().splitlines() if line]
-    problems = load_benchmark(SHARED / f"{name}.jsonl")
+    records = [json.loads(line) for line in (REAL_BENCHMARKS / f"{name}.jsonl").read_text().splitlines() if line]
+    problems = load_benchmark(REAL_BENCHMARKS / f"{name}.jsonl")
     # Only reference solutions that carry a boxed answer can be graded (one AIME24 AoPS write-up has none).
     keep = [i for i, record in enumerate(records) if reference_answer(record) is not None]
     assert len(keep) >= len(records) - 1

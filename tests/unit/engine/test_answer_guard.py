@@ -3,12 +3,12 @@
 from pathlib import Path
 
 import pytest
+from helpers.benchmarks import REAL_BENCHMARKS
 
 from graft.data.benchmarks import load_benchmark
 from graft.engine.reward import Grader, too_costly
 
 TEST_DATA = Path(__file__).resolve().parents[2] / "data"
-SHARED = Path(__file__).resolve().parents[4] / "shared" / "data" / "benchmarks"
 
 
 @pytest.mark.parametrize(
@@ -31,8 +31,8 @@ def test_ordinary_answers_pass(answer):
 
 
 def test_no_reference_answer_of_the_benchmarks_is_refused():
-    """The few problems of tests/data always; the full sets (1,372 answers) where ../shared is present."""
-    files = sorted(TEST_DATA.glob("*.jsonl")) + sorted(SHARED.glob("*.jsonl"))
+    """The few problems of tests/data always; the full sets (1,372 answers) where GRAFT_BENCHMARKS names them."""
+    files = sorted(TEST_DATA.glob("*.jsonl")) + sorted(REAL_BENCHMARKS.glob("*.jsonl"))
     answers = [p.answer for f in files for p in load_benchmark(f)]
     assert len(answers) >= 15 and not [a for a in answers if too_costly(a)]
 
