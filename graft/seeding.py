@@ -54,10 +54,6 @@ _FORMULAS: dict[str, Callable[..., int]] = {
     "warmup_slips": lambda seed, model: seed * 65_537 + _name(model) + 1,
     # How one toy model's warm-up solutions pick between its dialect and the common writing (toy.mismatch).
     "warmup_dialect": lambda seed, model: seed * 65_537 + _name(model) + 2,
-    # Which digit facts one toy model holds wrong, and the direction of each error (toy.models.<m>.wrong_facts).
-    "wrong_facts": lambda seed, model: seed * 65_537 + _name(model) + 3,
-    # Whether each use of a wrong fact in one toy model's warm-up solutions is written wrong.
-    "warmup_facts": lambda seed, model: seed * 65_537 + _name(model) + 4,
     # vLLM's per-prompt seed within one generate call, so samples do not depend on batching.
     "vllm_prompt": lambda seed, index: (seed * 1_000_003 + index) % (2**31 - 1),
 }

@@ -20,8 +20,6 @@ RUN_CONFIG = str(TREE.config)
 CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 STEPS = checkpoint_steps(CFG)
 TOY = CFG.toy is not None
-# The toy world's settings that decide how its models write and slip, not its data
-WRITING = ("mismatch", "mismatch_unit", "slip_unit")
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
 EVAL_IN_TRAIN = CFG.workflow.eval_in_train

@@ -23,13 +23,8 @@ if TOY:
                     # the RL learning rate is no part of the build
                     {k: v for k, v in config["models"][wc.model].items() if k != "lr"},
                     config["toy"]["seed"],
-                    # the world settings that decide how each model writes and slips (absent: the defaults,
-                    # as before they existed)
-                    *(
-                        [{k: config["toy"][k] for k in WRITING if k in config["toy"]}]
-                        if any(k in config["toy"] for k in WRITING)
-                        else []
-                    ),
+                    # how much each model writes in its own dialect (the toy's cross-model mismatch)
+                    CFG.toy.mismatch,
                 ],
                 sort_keys=True,
             ),

@@ -14,20 +14,10 @@ from graft.engine.policy import Policy, prompt_format
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
-from graft.toy.dialect import draw, is_foreign, write
+from graft.toy.dialect import draw, write
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
 from graft.toy.spec import ToySpec
-from graft.toy.task import (
-    FAMILIES,
-    ToyProblem,
-    WrongFacts,
-    draw_wrong_facts,
-    exact,
-    format_facts,
-    make_splits,
-    slipped_solution,
-    wrong_recall,
-)
+from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
 from graft.toy.warmup import warm_up
 
 
@@ -69,30 +59,17 @@ def read_problems(path: Path) -> list[ToyProblem]:
 SLIP_VARIANTS = 8
 
 
-def model_wrong_facts(name: str, toy: ToySpec) -> WrongFacts:
-    """The digit facts toy model ``name`` holds wrong (``wrong_facts`` of each operation; none at 0), a pure
-    function of the toy seed and the model's name."""
-    count = toy.models[name].wrong_facts
-    return draw_wrong_facts(count, random.Random(derive(toy.seed, "wrong_facts", name))) if count else {}
-
-
 def warmup_examples(name: str, warmup: list[ToyProblem], toy: ToySpec) -> list[tuple[str, str]]:
     """Model ``name``'s warm-up examples in world ``toy``: ``examples`` distinct problems of its spec, drawn per
-    family in proportion to its ``mix``, each solution slipped point by point or whole (``toy.slip_unit``;
-    graft.toy.task.slipped_solution), its wrong digit facts written wrong at each use with probability
-    ``wrong_fact_rate``, and written in the model's dialect to the degree ``toy.mismatch``, feature by feature or
-    solution by solution (``toy.mismatch_unit``; graft.toy.dialect)."""
+    family in proportion to its ``mix``, each solution slipped point by point (graft.toy.task.slipped_solution)
+    and written in the model's dialect to the degree ``toy.mismatch`` (graft.toy.dialect)."""
     spec, seed = toy.models[name], toy.seed
-    mismatch, mismatch_unit, slip_unit = toy.mismatch, toy.mismatch_unit, toy.slip_unit
     rng = random.Random(seed)
     slips = random.Random(derive(seed, "warmup_slips", name))
     style = random.Random(derive(seed, "warmup_dialect", name))
-    wrong = model_wrong_facts(name, toy)
-    facts = random.Random(derive(seed, "warmup_facts", name))
-    recall = wrong_recall(wrong, spec.wrong_fact_rate, facts) if wrong else exact
-    # With slips or wrong facts, every problem comes in SLIP_VARIANTS independently drawn versions (the same count
-    # for every family, so the mix holds): a model cannot memorise which problems slip, and learns the rate instead.
-    slipping = any(rate > 0 for rate in spec.slip.values()) or bool(spec.foreign_slip) or bool(wrong)
+    # With slips, every problem comes in SLIP_VARIANTS independently drawn versions (the same count for every
+    # family, so the mix holds): a model cannot memorise which problems slip, and learns the rate instead.
+    slipping = any(rate > 0 for rate in spec.slip.values())
     variants = SLIP_VARIANTS if slipping else 1
     total = sum(spec.mix.values())
     out = []
@@ -102,18 +79,8 @@ def warmup_examples(name: str, warmup: list[ToyProblem], toy: ToySpec) -> list[t
         rate = spec.slip.get(family, 0.0)
         for p in rng.sample(pool, count):
             # slips and style are separate streams, so each keeps its sequence of draws in either order
-            solutions = [
-                slipped_solution(p, rate, slips, slip_unit, recall) if rate > 0 or wrong else p.solution
-                for _ in range(variants)
-            ]
-            picks = [draw(spec.dialect, mismatch, style, unit=mismatch_unit) for _ in range(variants)]
-            if spec.foreign_slip is not None and family in (spec.foreign_slip_families or FAMILIES):
-                solutions = [
-                    slipped_solution(p, spec.foreign_slip, slips, slip_unit, recall)
-                    if is_foreign(pick, spec.dialect)
-                    else solution
-                    for solution, pick in zip(solutions, picks, strict=True)
-                ]
+            solutions = [slipped_solution(p, rate, slips) if rate > 0 else p.solution for _ in range(variants)]
+            picks = [draw(spec.dialect, toy.mismatch, style) for _ in range(variants)]
             out += [(p.problem, write(s, pick)) for s, pick in zip(solutions, picks, strict=True)]
     rng.shuffle(out)
     return out
@@ -158,7 +125,7 @@ def build_toy_model(
         "warmup_loss_last": round(sum(losses[-10:]) / len(losses[-10:]), 4),
         "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(),
-    } | ({"wrong_facts": format_facts(wrong)} if (wrong := model_wrong_facts(name, toy)) else {})
+    }
 
 
 def build_world(config: RunConfig, what: str, root: Path, name: str | None = None, log=None) -> dict:

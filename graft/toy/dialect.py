@@ -39,20 +39,10 @@ _OPERATOR = re.compile(r"(?<=\d)([+\-*/])(?=\d)")
 _END = ", so \\boxed{"
 
 
-UNITS = ("feature", "solution")
-"""What ``toy.mismatch`` draws for: each feature on its own, or a whole solution (all in the common writing, or all
-in the model's dialect), as a model that writes sometimes in a shared style and sometimes in its own."""
-
-
-def draw(
-    dialect: int, mismatch: float, rng: random.Random, exposure: float = EXPOSURE, unit: str = "feature"
-) -> dict[str, int]:
+def draw(dialect: int, mismatch: float, rng: random.Random, exposure: float = EXPOSURE) -> dict[str, int]:
     """Which variant each feature of one solution takes: with probability ``mismatch`` the model's ``dialect`` (or,
-    a share ``exposure`` of those times, another dialect), else the common writing (0); with ``unit`` "solution"
-    that chance is drawn once for the whole solution, and the exposure share still feature by feature. Draws
-    nothing from ``rng`` when ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
-    if unit not in UNITS:
-        raise ValueError(f"dialect unit {unit!r} is not allowed; expected one of {', '.join(UNITS)}")
+    a share ``exposure`` of those times, another dialect), else the common writing (0). Draws nothing from ``rng``
+    when ``mismatch`` is 0 or ``dialect`` is 0, so such worlds are unchanged."""
     if mismatch == 0 or dialect == 0:
         return dict.fromkeys(FEATURES, 0)
     others = [d for d in range(1, DIALECTS) if d != dialect]
@@ -60,18 +50,7 @@ def draw(
     def own_or_other() -> int:
         return rng.choice(others) if rng.random() < exposure else dialect
 
-    if unit == "solution":
-        if rng.random() >= mismatch:
-            return dict.fromkeys(FEATURES, 0)
-        return {name: own_or_other() for name in FEATURES}
     return {name: 0 if rng.random() >= mismatch else own_or_other() for name in FEATURES}
-
-
-def is_foreign(picks: dict[str, int], dialect: int) -> bool:
-    """Whether a solution drawn for a model of ``dialect`` shows a feature of another model's dialect: a variant that
-    reads differently from both the common writing and the model's own (dialect 2's operator spacing is the common
-    one, so it never counts)."""
-    return any(FEATURES[name][v] not in (FEATURES[name][0], FEATURES[name][dialect]) for name, v in picks.items())
 
 
 def write(solution: str, picks: dict[str, int]) -> str:

@@ -34,27 +34,9 @@ class ToyModelSpec:
     """Per family, the probability that each slip point (a carry, a borrow...) of a warm-up solution is slipped:
     the model learns the procedure as one that has half-learned it, and samples right about as often as its
     warm-up solutions are (a calibrated model, not an over-confident one). Families not named: 0."""
-    dialect: int = 0
+    dialect: Literal[0, 1, 2] = 0
     """How the model writes its solutions (graft.toy.dialect): 0 the common writing; 1 or 2 a dialect of its own,
     used for each feature of a warm-up solution with probability ``toy.mismatch``."""
-    foreign_slip: float | None = None
-    """Competence tied to the model's own writing: the slip rate, on the families ``foreign_slip_families`` names
-    (all by default), of a warm-up solution that has a feature in another model's dialect (the ``EXPOSURE`` cases
-    of graft.toy.dialect), so that writing like a peer comes with slipping. None: such solutions slip at their
-    family's rate (the worlds before it existed)."""
-    foreign_slip_families: list[str] | None = None
-    """The families on which ``foreign_slip`` applies; None: every family. Naming only the model's own strong
-    families puts the cost of writing like the peer where the model already solves problems, and leaves its blind
-    families, where GRAFT transfers, without a tie between foreign writing and slipping (which would make the
-    peer's wrong responses the more plausible ones to the receiver's gate)."""
-
-    wrong_facts: int = 0
-    """Digit facts the model holds wrong, per operation: that many addition facts (7+8), subtraction facts of a
-    borrowing column (13-7) and multiplication facts (7*8), drawn from the toy seed and the model's name, each off
-    by one (graft.toy.task.draw_wrong_facts). Real models' errors are idiosyncratic: a prompt that needs one of a
-    model's wrong facts fails for it and, unless it also needs one of the peer's, not for the peer. 0: none."""
-    wrong_fact_rate: float = 0.9
-    """The probability that each use of a wrong fact in a warm-up solution is written wrong (the rest: right)."""
 
 
 @dataclass(frozen=True)
@@ -81,11 +63,3 @@ class ToySpec:
     """Cross-model mismatch, 0 to 1: the chance that each feature of a warm-up solution (header, operator spacing,
     equals sign, separator, conclusion) is written in the model's ``dialect`` instead of the common writing. 0: all
     models write alike (no mismatch); 1: each writes only its own dialect."""
-    mismatch_unit: str = "feature"
-    """What ``mismatch`` is drawn for: "feature" (each feature on its own, so most dialect solutions mix both
-    writings) or "solution" (a whole solution in the common writing or in the model's dialect, so a peer's response
-    is either plain to the receiver or foreign throughout; graft.toy.dialect.UNITS)."""
-    slip_unit: str = "point"
-    """What each model's ``slip`` rates draw for: "point" (each carry or borrow on its own, so a wrong warm-up
-    solution is usually right but for one step) or "solution" (every point of a solution slips or none does, a
-    misconception applied throughout; graft.toy.task.SLIP_UNITS)."""

@@ -8,8 +8,6 @@ carry and borrow 1). Each solution is a
 column method whose steps are small lookups (``7+8 = 15``), so a peer's solution is mostly predictable text for
 a receiver that knows the format, and a model trained on a family can generalise to unseen problems of it.
 Families use different step skills, so that a model trained mostly on some families stays weak on the others.
-The digit facts of the column steps go through a ``recall`` hook, so that a model can also hold a few facts of its
-own wrong (``wrong_recall``) and fail on some prompts of a family it otherwise solves.
 """
 
 from __future__ import annotations
@@ -57,23 +55,14 @@ def _never() -> bool:
     return False
 
 
-def exact(op: str, x: int, y: int) -> int:
-    """A digit fact as it is: ``x + y``, ``x - y`` or ``x * y`` for ``op`` "+", "-" or "*"."""
-    return x + y if op == "+" else x - y if op == "-" else x * y
-
-
-Recall = Callable[[str, int, int], int]
-"""How a solver looks up a digit fact (``exact``, or a model that holds some facts wrong: ``wrong_recall``)."""
-
-
 def _number(columns: list[int]) -> int:
     """The integer whose columns (least significant first) hold these values; the last may exceed 9."""
     return sum(v * 10**i for i, v in enumerate(columns))
 
 
-def solve_add(*terms: int, slip: Callable[[], bool] = _never, recall: Recall = exact) -> str:
+def solve_add(*terms: int, slip: Callable[[], bool] = _never) -> str:
     """Column addition of two or more numbers; ``slip()`` is asked at every incoming carry and, when True, the
-    carry is forgotten. The first two digits of a column are added with ``recall("+", x, y)``."""
+    carry is forgotten."""
     digits = [_digits(t) for t in terms]
     steps, columns, carry = [], [], 0
     width = max(len(d) for d in digits)
@@ -82,7 +71,7 @@ def solve_add(*terms: int, slip: Callable[[], bool] = _never, recall: Recall = e
             carry = 0
         here = [d[i] for d in digits if i < len(d)]
         column = here + ([carry] if carry else [])
-        total = sum(column) if len(here) < 2 else recall("+", here[0], here[1]) + sum(column[2:])
+        total = sum(column)
         steps.append("+".join(map(str, column)) + f" = {total}")
         columns.append(total if i == width - 1 else total % 10)
         carry = total // 10
@@ -94,12 +83,10 @@ def _tens_borrowed(need: int, top: int) -> int:
     return max(0, -(-(need - top) // 10))
 
 
-def solve_sub(a: int, *subtrahends: int, slip: Callable[[], bool] = _never, recall: Recall = exact) -> str:
+def solve_sub(a: int, *subtrahends: int, slip: Callable[[], bool] = _never) -> str:
     """Column subtraction of one or more numbers; a column short by up to ``k`` tens borrows ``k`` (written as
     the prefix ``k`` of its top digit). ``slip()`` is asked at every pending borrow and, when True, the borrow is
-    forgotten. A column's top (borrowed tens included) less its first bottom digit is ``recall("-", top,
-    bottom)``; a recalled value that would leave the column outside 0-9 is not used (the borrow was decided on the
-    true difference)."""
+    forgotten."""
     da, below = _digits(a), [_digits(b) for b in subtrahends]
     steps, columns, borrow = [], [], 0
     for i, top in enumerate(da):
@@ -112,23 +99,21 @@ def solve_sub(a: int, *subtrahends: int, slip: Callable[[], bool] = _never, reca
         need = sum(bottoms) + borrow
         terms = f"{top}" + (f"-{borrow}" if borrow else "") + "".join(f"-{b}" for b in bottoms)
         tens = _tens_borrowed(need, top)
-        value = recall("-", top + 10 * tens, bottoms[0]) - (need - bottoms[0])
-        value = value if 0 <= value <= 9 else top + 10 * tens - need
+        value = top + 10 * tens - need
         steps.append((f"{tens}" if tens else "") + f"{terms} = {value}")
         columns.append(value)
         borrow = tens
     return "-".join(map(str, (a, *subtrahends))) + ": " + ", ".join(steps) + f", so \\boxed{{{_number(columns)}}}"
 
 
-def solve_mul(a: int, b: int, slip: Callable[[], bool] = _never, recall: Recall = exact) -> str:
-    """One digit times many; ``slip()`` is asked at every carry and, when True, the carry is forgotten. Each
-    product of two digits is ``recall("*", a, d)``."""
+def solve_mul(a: int, b: int, slip: Callable[[], bool] = _never) -> str:
+    """One digit times many; ``slip()`` is asked at every carry and, when True, the carry is forgotten."""
     steps, columns, carry = [], [], 0
     digits = _digits(b)
     for i, d in enumerate(digits):
         if carry and slip():
             carry = 0
-        product = recall("*", a, d)
+        product = a * d
         value = product + carry
         step = f"{a}*{d} = {product}" + (f", {product}+{carry} = {value}" if carry else "")
         columns.append(value if i == len(digits) - 1 else value % 10)
@@ -285,93 +270,11 @@ _ANSWER: dict[str, Callable[..., int]] = {
 }
 
 
-FACT_OPS = ("+", "-", "*")
-FACT_FAMILIES = ("add", "sub", "mul", "add3", "sub3")
-"""The families whose steps are digit facts a model can hold wrong (div and mul2 are always written exactly)."""
-
-
-def fact_candidates(op: str) -> list[tuple[int, int]]:
-    """The facts of ``op`` that a model may hold wrong: the ones the world's column methods lean on. Addition:
-    two digits 1-9 that sum to 9 or more (a carrying column's); subtraction: a borrowed top 10-18 less a digit,
-    a difference of 0-9; multiplication: two digits 2-9. Addition and multiplication facts are unordered
-    (``x <= y``): 7+8 and 8+7 are one fact."""
-    if op == "+":
-        return [(x, y) for x in range(1, 10) for y in range(x, 10) if x + y >= 9]
-    if op == "-":
-        return [(t, y) for t in range(10, 19) for y in range(t - 9, 10)]
-    if op == "*":
-        return [(x, y) for x in range(2, 10) for y in range(x, 10)]
-    raise ValueError(f"unknown fact operation {op!r}; expected one of {', '.join(FACT_OPS)}")
-
-
-MAX_WRONG_FACTS = min(len(fact_candidates(op)) for op in FACT_OPS)
-
-WrongFacts = dict[tuple[str, int, int], int]
-"""A model's misremembered facts: (operation, x, y) to the value it writes."""
-
-
-def draw_wrong_facts(count: int, rng: random.Random) -> WrongFacts:
-    """``count`` facts of each operation drawn from ``fact_candidates``, each off by one, up or down at random (a
-    difference stays within 0-9): the facts one toy model has learned wrong."""
-    wrong = {}
-    for op in FACT_OPS:
-        for x, y in rng.sample(fact_candidates(op), count):
-            true, sign = exact(op, x, y), rng.choice((-1, 1))
-            if op == "-" and not 0 <= true + sign <= 9:
-                sign = -sign
-            wrong[(op, x, y)] = true + sign
-    return wrong
-
-
-def wrong_recall(wrong: WrongFacts, rate: float, rng: random.Random) -> Recall:
-    """A recall that writes each use of a fact in ``wrong`` with its wrong value with probability ``rate`` (every
-    other fact exactly)."""
-
-    def recall(op: str, x: int, y: int) -> int:
-        key = (op, x, y) if op == "-" else (op, min(x, y), max(x, y))
-        if key in wrong and rng.random() < rate:
-            return wrong[key]
-        return exact(op, x, y)
-
-    return recall
-
-
-def format_facts(wrong: WrongFacts) -> list[str]:
-    """The facts as a model writes them (``7*8=57``), in drawing order."""
-    return [f"{x}{op}{y}={value}" for (op, x, y), value in wrong.items()]
-
-
-def facts_used(problem: ToyProblem, wrong: WrongFacts) -> list[str]:
-    """The facts of ``wrong`` (formatted) that change the problem's solution when held: those it needs, less any
-    that the column's range rule leaves unused (``solve_sub``)."""
-    return [
-        fact
-        for fact, (key, value) in zip(format_facts(wrong), wrong.items(), strict=True)
-        if slipped_solution(problem, 0.0, random.Random(0), recall=wrong_recall({key: value}, 1.0, random.Random(0)))
-        != problem.solution
-    ]
-
-
-SLIP_UNITS = ("point", "solution")
-"""What a slip rate draws for: each slip point on its own (a careless model: a wrong solution is usually right but
-for one step) or a whole solution (a misconception: a wrong solution makes the same mistake at every step)."""
-
-
-def slipped_solution(
-    problem: ToyProblem, rate: float, rng: random.Random, unit: str = "point", recall: Recall = exact
-) -> str:
+def slipped_solution(problem: ToyProblem, rate: float, rng: random.Random) -> str:
     """The problem's worked solution with each slip point (a carry, a borrow, a remainder, a partial product)
-    slipped with probability ``rate``, or, with ``unit`` "solution", every point slipped with that probability and
-    none otherwise: the procedure as a model that has half-learned it writes it, ending in the answer that
-    procedure gives. Digit facts come from ``recall`` (in ``FACT_FAMILIES``). ``rate`` 0 with ``exact`` recall is
-    the correct solution."""
-    facts = {"recall": recall} if problem.family in FACT_FAMILIES else {}
-    if unit == "solution":
-        slipping = rng.random() < rate
-        return _SOLVERS[problem.family](*problem.operands, slip=lambda: slipping, **facts)
-    if unit != "point":
-        raise ValueError(f"slip unit {unit!r} is not allowed; expected one of {', '.join(SLIP_UNITS)}")
-    return _SOLVERS[problem.family](*problem.operands, slip=lambda: rng.random() < rate, **facts)
+    slipped with probability ``rate``: the procedure as a model that has half-learned it writes it, ending in the
+    answer that procedure gives. ``rate`` 0 is the correct solution."""
+    return _SOLVERS[problem.family](*problem.operands, slip=lambda: rng.random() < rate)
 
 
 def make_problem(family: str, level: int, operands: tuple[int, ...]) -> ToyProblem:

@@ -23,8 +23,6 @@ GOLDEN = [
     ("vllm_prompt", (9, 4), 9000031),
     ("warmup_slips", (3, "math500"), 2640156263),
     ("warmup_dialect", (3, "math500"), 2640156264),
-    ("wrong_facts", (3, "math500"), 2640156265),
-    ("warmup_facts", (3, "math500"), 2640156266),
     ("selection_run", (2, 3), 9777786),
     ("resample", (5, 11, 2), 505002658),
     ("resample_rollout", (5, 11, 2, "smol", 1), 330885131905),

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.engine.reward import last_boxed
-from graft.toy.dialect import DIALECTS, FEATURES, draw, rewrite
+from graft.toy.dialect import DIALECTS, FEATURES, rewrite
 from graft.toy.task import FAMILIES, _operands, _space, make_problem, slipped_solution
 
 HAND = [
@@ -75,45 +75,21 @@ def _add_pool() -> list:
     return [make_problem("add", 2, ops) for ops in islice(_space("add", 2, min_slip_points=1), 300)]
 
 
-def _warmup(foreign_slip, slip=0.0, foreign_slip_families=None):
+def _warmup(slip=0.0):
     from graft.toy.build import warmup_examples
     from graft.toy.spec import ToyModelSpec, ToySpec
 
     pool = _add_pool()
     spec = ToyModelSpec(
-        "qwen3", "gpt2_regex", 300, 32, 2, 2, mix={"add": 1.0}, steps=1, examples=300, slip={"add": slip},
-        dialect=1, foreign_slip=foreign_slip, foreign_slip_families=foreign_slip_families,
-    )  # fmt: skip
+        "qwen3", "gpt2_regex", 300, 32, 2, 2, mix={"add": 1.0}, steps=1, examples=300, slip={"add": slip}, dialect=1
+    )
     world = ToySpec(models={"m": spec}, seed=0, mismatch=0.8)
-    answers = {p.problem: p.answer for p in pool}
-    return [(text, last_boxed(text) == answers[problem]) for problem, text in warmup_examples("m", pool, world)]
+    return list(warmup_examples("m", pool, world))
 
 
-def test_foreign_slip_makes_writing_like_a_peer_come_with_slipping():
-    """With foreign_slip 1 every solution that has a feature of the other dialect (" -> " for equals, " and " as
-    separator, "We work out", "giving") slips at every point, and none of the others does."""
-    foreign = re.compile(r" -> |\d and \d|We work out|giving")
-    examples = _warmup(1.0)
-    assert len(examples) == 300 * 8
-    with_foreign = [right for text, right in examples if foreign.search(text)]
-    own = [right for text, right in examples if not foreign.search(text)]
-    assert 0.05 < len(with_foreign) / len(examples) < 0.5
-    assert not any(with_foreign) and all(own)
-
-
-def test_foreign_slip_stays_off_the_families_it_does_not_name():
-    """foreign_slip 1 on "sub" only: the addition warm-up keeps every solution right (its slip is 0), the foreign-
-    written ones included; named, "add" gets the warm-up of foreign_slip on every family."""
-    foreign = re.compile(r" -> |\d and \d|We work out|giving")
-    examples = _warmup(1.0, foreign_slip_families=["sub"])
-    assert any(foreign.search(text) for text, _ in examples)
-    assert all(right for _, right in examples)
-    assert _warmup(1.0, foreign_slip_families=["add"]) == _warmup(1.0)
-
-
-def test_without_foreign_slip_the_warm_up_is_the_one_before_it_existed():
-    """The warm-up as it was written before foreign_slip (all slips drawn, then every solution rewritten, from two
-    separate streams), reproduced here: the same examples in the same order."""
+def test_the_warm_up_draws_slips_and_writing_from_two_streams():
+    """A warm-up example is a problem's solution slipped from one stream and then rewritten in the model's dialect
+    from another: reproduced here step by step, the same examples in the same order."""
     from graft.seeding import derive
     from graft.toy.build import SLIP_VARIANTS
     from graft.toy.dialect import rewrite
@@ -126,28 +102,4 @@ def test_without_foreign_slip_the_warm_up_is_the_one_before_it_existed():
         solutions = [slipped_solution(p, 0.3, slips) for _ in range(SLIP_VARIANTS)]
         before += [(p.problem, rewrite(s, 1, 0.8, style)) for s in solutions]
     rng.shuffle(before)
-    assert [text for text, _ in _warmup(None, slip=0.3)] == [text for _, text in before]
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.integers(1, DIALECTS - 1), st.floats(0.01, 1), st.integers(0, 2**16))
-def test_a_solution_unit_writes_a_whole_solution_in_one_writing(dialect, mismatch, seed):
-    rng = random.Random(seed)
-    for _ in range(20):
-        picks = set(draw(dialect, mismatch, rng, exposure=0.0, unit="solution").values())
-        assert picks in ({0}, {dialect})
-
-
-def test_a_solution_unit_puts_the_mismatch_share_of_solutions_in_the_dialect():
-    rng = random.Random(0)
-    picks = [draw(2, 0.3, rng, unit="solution") for _ in range(4000)]
-    in_dialect = [p for p in picks if any(p.values())]
-    assert 0.27 < len(in_dialect) / len(picks) < 0.33
-    # inside a dialect solution the exposure share is still drawn feature by feature
-    foreign = sum(v == 1 for p in in_dialect for v in p.values()) / (len(in_dialect) * len(FEATURES))
-    assert 0.03 < foreign < 0.07
-
-
-def test_an_unknown_unit_is_refused_by_name():
-    with pytest.raises(ValueError, match="'word' is not allowed; expected one of feature, solution"):
-        draw(1, 0.5, random.Random(0), unit="word")
+    assert [text for _, text in _warmup(slip=0.3)] == [text for _, text in before]

@@ -42,26 +42,11 @@ def test_no_slip_is_the_solution_and_any_slip_is_wrong(problem, seed):
     assert (last_boxed(slipped) == problem.answer) == (points == 0)
 
 
-@settings(max_examples=200, deadline=None)
-@given(problems, st.floats(0.0, 1.0), st.integers(0, 1000))
-def test_a_solution_slip_is_a_misconception_applied_at_every_point(problem, rate, seed):
-    """With unit "solution" the one draw decides: the solution is the correct one or the one with every point
-    slipped, and it draws once from the generator whatever the number of points."""
-    rng, twin = random.Random(seed), random.Random(seed)
-    slipped = slipped_solution(problem, rate, rng, unit="solution")
-    every = slipped_solution(problem, 1.0, random.Random(0))
-    assert slipped == (every if twin.random() < rate else problem.solution)
-    assert rng.random() == twin.random()  # one draw taken
-
-
-def test_a_misconception_is_wrong_at_every_step_and_carelessness_at_some():
+def test_at_rate_one_every_carry_slips_and_at_one_half_some():
     problem = make_problem("add", 2, (478, 59))  # carries out of both lower columns
-    misconception = slipped_solution(problem, 1.0, random.Random(0), unit="solution")
-    assert misconception == "478+59: 8+9 = 17, 7+5 = 12, 4 = 4, so \\boxed{427}"
+    assert slipped_solution(problem, 1.0, random.Random(0)) == "478+59: 8+9 = 17, 7+5 = 12, 4 = 4, so \\boxed{427}"
     careless = {slipped_solution(problem, 0.5, random.Random(s)) for s in range(40)}
     assert "478+59: 8+9 = 17, 7+5+1 = 13, 4 = 4, so \\boxed{437}" in careless  # first carry kept, second slipped
-    with pytest.raises(ValueError, match="slip unit 'column' is not allowed; expected one of point, solution"):
-        slipped_solution(problem, 0.5, random.Random(0), unit="column")
 
 
 def test_every_problem_of_the_task_has_a_slip_point():
