@@ -25,7 +25,7 @@ if TOY:
                 {
                     k: v
                     for k, v in config["toy"].items()
-                    if k not in ("models", *WRITING)
+                    if k not in ("models", "mismatch")
                 },
                 sort_keys=True,
             ),
