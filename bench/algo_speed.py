@@ -56,7 +56,7 @@ def cases(g: torch.Generator):
     yield "group_advantages [1024 x 8]", lambda: group_advantages(rewards)
     yield "candidates + balanced_selection [1024 x 8]", selection
     recv, src = torch.randn(8192, generator=g), torch.randn(8192, generator=g)
-    yield "compatibility [8192 responses]", lambda: compatibility(recv, src)
+    yield "compatibility [8192 responses]", lambda: compatibility(recv, src, 0.8, 1.0)
 
     for b, t in ((1024, 8), (256, 512)):
         logp = (-torch.rand(b, t, generator=g) * 3).requires_grad_(True)

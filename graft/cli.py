@@ -13,7 +13,7 @@ import yaml
 
 from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
-from graft.methods import PRESETS, get_method, resolve_all
+from graft.methods import PRESETS, Method, get_method, resolve_all
 from graft.numerics import check_mode
 from graft.offline import go_offline
 from graft.progress import Progress
@@ -463,7 +463,7 @@ def _add_data(sub) -> None:
     comp.add_argument("--prompts", type=int, help="use the first N prompts of each file")
     comp.add_argument("--n", type=int, default=8, help="samples per prompt and model")
     comp.add_argument("--seed", type=int, default=0)
-    comp.add_argument("--delta", type=float, default=0.8, help="compatibility floor")
+    comp.add_argument("--delta", type=float, default=Method.delta, help="compatibility floor (default: GRAFT's)")
     comp.add_argument("--out", type=Path, help="write the report as JSON here")
     comp.add_argument("--threads", type=int)
     comp.set_defaults(func=_cmd_complementarity)

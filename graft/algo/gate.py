@@ -22,7 +22,7 @@ def mean_token_logprob(logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def compatibility(
-    recv_mean_ll: torch.Tensor, src_mean_ll: torch.Tensor, delta: float = 0.8, cap: float = 1.0
+    recv_mean_ll: torch.Tensor, src_mean_ll: torch.Tensor, delta: float, cap: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Compatibility score and bounded weight (paper Eqs. 7 and 8).
 

@@ -23,7 +23,7 @@ class CapabilityTracker:
     ``floor`` so that ratios stay finite when an agent has solved nothing yet.
     """
 
-    def __init__(self, window: int = 5, floor: float = 1e-8):
+    def __init__(self, window: int, floor: float = 1e-8):
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.window = window
@@ -81,10 +81,11 @@ def hacpo_advantages(
     return adv[:, :n], adv[:, n:]
 
 
-def hacpo_cross_clip_lower(update_index: int, delta: float = 0.2, step: float = 0.025) -> float:
+def hacpo_cross_clip_lower(update_index: int, delta: float, step: float) -> float:
     """Lower clip bound of the peer ratio at the m-th minibatch update of a step.
 
-    min(1, 1 - delta + m * step): 0.8 at the first update, rising by 0.025 per update.
+    min(1, 1 - delta + m * step): with HACPO's settings (the ``hacpo`` preset: delta 0.2, step 0.025) 0.8 at the
+    first update, rising by 0.025 per update.
     """
     if update_index < 0:
         raise ValueError(f"update_index must be >= 0, got {update_index}")
@@ -96,8 +97,8 @@ def hacpo_own_objective(
     old_logp: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    clip_low: float = 3e-4,
-    clip_high: float = 4e-4,
+    clip_low: float,
+    clip_high: float,
 ) -> torch.Tensor:
     """Per-response objective on own samples: sequence ratio s = exp(mean logp_new - mean logp_old),
     min(s a, clip(s, 1 - clip_low, 1 + clip_high) a). Returns [B]."""
@@ -143,11 +144,11 @@ def hacpo_loss(
     omega_src_learner: float,
     update_index: int,
     *,
-    clip_low: float = 3e-4,
-    clip_high: float = 4e-4,
-    cross_delta: float = 0.2,
-    cross_step: float = 0.025,
-    kl_coef: float = 1e-3,
+    clip_low: float,
+    clip_high: float,
+    cross_delta: float,
+    cross_step: float,
+    kl_coef: float,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """HACPO's minibatch loss: sequence-mean of the own and peer objectives plus kl_coef * KL on own samples.
 

@@ -20,6 +20,7 @@ from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout
 from graft.engine.scoring import ScoringSettings, score_peer_responses
 from graft.errors import ConfigError
+from graft.methods import Method
 from graft.seeding import derive
 
 
@@ -39,7 +40,7 @@ def analyse(
     max_new_tokens: int = 128,
     temperature: float = 1.0,
     top_p: float = 1.0,
-    delta: float = 0.8,
+    delta: float = Method.delta,
     sets: list[str] | None = None,
     scoring: ScoringSettings | None = None,
 ) -> dict:
@@ -123,7 +124,7 @@ def _direction(
     else:
         recv_mean = torch.zeros(0)
     src_mean = torch.tensor([sum(s.logprobs) / max(len(s.logprobs), 1) for s in responses])
-    s, w = compatibility(recv_mean, src_mean, delta)
+    s, w = compatibility(recv_mean, src_mean, delta, Method.cap)
     correct = torch.tensor([bool(src_rewards[g, i] > 0) for g, i in flat], dtype=torch.bool)
     passed = s > delta
     n_fail = int(all_fail.sum())

@@ -1,6 +1,6 @@
 """pass@1 of a checkpoint on a set of benchmarks, the paper's way (docs/design.md section 3).
 
-k samples per problem at temperature 0.6 / top-p 0.95 (configurable), graded by the training reward code;
+k samples per problem at the configured temperature and top-p (eval section), graded by the training reward code;
 pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks. Each
 benchmark also records the unbiased pass@k for k = 1, 2, 4, 8 up to the sample count (graft.eval.passk).
 Per-problem correctness is kept so that any score can be recomputed from the JSON.
@@ -29,10 +29,10 @@ def evaluate(
     benchmarks: dict[str, list[Problem]],
     grader: Grader,
     *,
-    k: int = 8,
-    temperature: float = 0.6,
-    top_p: float = 0.95,
-    max_new_tokens: int = 4096,
+    k: int,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
     seed: int = 0,
     batch_size: int = 256,
     rollout: RolloutBackend | None = None,

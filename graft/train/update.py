@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from graft.algo import RATIO_OBJECTIVES, hacpo_loss, luffy_objective, sgt_nll
+from graft.algo import sgt_nll
 from graft.config import TrainSpec
 from graft.engine.batching import pack_micro_batches
 from graft.engine.deepspeed_engine import is_engine
@@ -19,6 +19,7 @@ from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
 from graft.methods import Method
 from graft.train.exchange import Row
+from graft.train.losses import LossBatch, policy_loss
 
 
 def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
@@ -52,40 +53,25 @@ def _chunk_loss(
     settings: UpdateSettings,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     logp, mask = _logprobs(model, policy, rows, settings)
-    dual_clip = settings.dual_clip
     device = logp.device
-    old = _pad([r.old_logp for r in rows], logp.shape[1], device)
-    adv = torch.tensor([r.advantage for r in rows], device=device)
-    weights = torch.tensor([r.weight for r in rows], device=device)
-    is_peer = torch.tensor([r.is_peer for r in rows], device=device)
-    eps = (method.eps_low, method.eps_high)
-    if method.update == "luffy":
-        return luffy_objective(
-            logp, old, adv, weights, mask, is_peer, *eps, gamma=method.luffy_gamma, dual_clip=dual_clip
-        )
-    if method.update == "hacpo":
-        ref = None
-        if ref_model is not None and method.kl_coef > 0:
-            with torch.no_grad():
-                ref, _ = _logprobs(ref_model, policy, rows, settings)
-        src = torch.tensor([r.src_mean_ll for r in rows], device=device)
-        return hacpo_loss(
-            logp,
-            old,
-            ref,
-            mask,
-            is_peer,
-            adv,
-            src,
-            omega_src_learner,
-            update_index,
-            clip_low=method.hacpo_clip_low,
-            clip_high=method.hacpo_clip_high,
-            cross_delta=method.hacpo_cross_delta,
-            cross_step=method.hacpo_cross_step,
-            kl_coef=method.kl_coef,
-        )
-    return RATIO_OBJECTIVES[method.ratio](logp, old, adv, weights, mask, *eps, is_peer=is_peer, dual_clip=dual_clip)
+    ref = None
+    if ref_model is not None and method.kl_coef > 0:
+        with torch.no_grad():
+            ref, _ = _logprobs(ref_model, policy, rows, settings)
+    batch = LossBatch(
+        logp=logp,
+        old_logp=_pad([r.old_logp for r in rows], logp.shape[1], device),
+        advantages=torch.tensor([r.advantage for r in rows], device=device),
+        weights=torch.tensor([r.weight for r in rows], device=device),
+        mask=mask,
+        is_peer=torch.tensor([r.is_peer for r in rows], device=device),
+        src_mean_ll=torch.tensor([r.src_mean_ll for r in rows], device=device),
+        ref_logp=ref,
+        omega_src_learner=omega_src_learner,
+        update_index=update_index,
+        dual_clip=settings.dual_clip,
+    )
+    return policy_loss(method)(batch, method)
 
 
 def plan_micro_batches(

@@ -18,7 +18,7 @@ def test_mean_token_logprob_hand_worked_and_masking():
 def test_compatibility_hand_worked():
     recv = torch.tensor([math.log(0.5), math.log(0.9), math.log(2.0), math.log(0.1)], dtype=F64)
     src = torch.zeros(4, dtype=F64)
-    s, w = compatibility(recv, src, delta=0.8)
+    s, w = compatibility(recv, src, delta=0.8, cap=1.0)
     torch.testing.assert_close(s, torch.tensor([0.5, 0.9, 2.0, 0.1], dtype=F64))
     torch.testing.assert_close(w, torch.tensor([0.0, 0.9, 1.0, 0.0], dtype=F64))
 
@@ -26,15 +26,15 @@ def test_compatibility_hand_worked():
 def test_s_exactly_at_delta_is_dropped():
     recv = torch.tensor([-0.3, -0.2], dtype=F64)
     src = torch.tensor([0.1, 0.0], dtype=F64)
-    s, _ = compatibility(recv, src)
+    s, _ = compatibility(recv, src, delta=0.8, cap=1.0)
     # use the computed s as the floor itself, so the comparison is exact
-    _, w = compatibility(recv, src, delta=float(s[0]))
+    _, w = compatibility(recv, src, delta=float(s[0]), cap=1.0)
     assert w[0] == 0.0 and w[1] == s[1]
 
 
 def test_no_floor_admits_everything_with_bounded_weight():
     recv = torch.tensor([-5.0, -0.1, 3.0], dtype=F64)
-    s, w = compatibility(recv, torch.zeros(3, dtype=F64), delta=0.0)
+    s, w = compatibility(recv, torch.zeros(3, dtype=F64), delta=0.0, cap=1.0)
     torch.testing.assert_close(w, torch.clamp(s, max=1.0))
     assert (w > 0).all()
 

