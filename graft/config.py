@@ -7,6 +7,7 @@ refused with one line that names it and what it accepts (exit code 2 on the comm
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -14,8 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from graft.errors import ConfigError
-from graft.toy.spec import ToySpec
-from graft.typed_config import from_dict
+from graft.typed_config import FieldError, from_dict
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class ModelSizes:
     vocab: int
     tied: bool = True
     """The output projection is the input embedding (one [vocab, hidden] matrix)."""
+
+    def __post_init__(self) -> None:
+        for name, value in dataclasses.asdict(self).items():
+            if name != "tied" and value < 1:
+                raise FieldError(name, f"{value} is not allowed; expected an integer >= 1")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,18 @@ class ModelSpec:
     lr: float | None = None
     """This model's AdamW learning rate; None: ``train.lr``. The paper trains every model at 1e-6; the miniature's
     tiny models move at different rates per step, so its default picks one per model on validation prompts."""
+
+    def __post_init__(self) -> None:
+        if "{problem}" not in self.template:
+            hint = "; for the chat format write chat: true, template: '{problem} ...'" * (self.template == "chat")
+            raise FieldError("template", f"{self.template!r} has no '{{problem}}' slot{hint}")
+        if self.chat_template is not None:
+            if not self.chat:
+                raise FieldError("chat_template", "needs chat: true")
+            if not Path(self.chat_template).is_file():
+                raise FieldError("chat_template", f"no such file {self.chat_template!r}")
+        if self.lr is not None and not self.lr > 0:
+            raise FieldError("lr", f"{self.lr} is not allowed; expected > 0, or null for train.lr")
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,26 @@ class TrainSpec:
     process, not under vLLM's kernels or bf16 shards); auto: recompute whenever the sampler is not the
     training model itself (vLLM, or more than one process), else rollout."""
 
+    def __post_init__(self) -> None:
+        counts = ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "resumable_checkpoints")
+        for name in (*counts, "micro_batch", "max_prompt_tokens", "max_response_tokens"):
+            if getattr(self, name) < 1:
+                raise FieldError(name, f"{getattr(self, name)} is not allowed; expected an integer >= 1")
+        if self.checkpoint_minutes is not None and not self.checkpoint_minutes > 0:
+            raise FieldError("checkpoint_minutes", f"{self.checkpoint_minutes} is not allowed; expected > 0, or null")
+        if not self.logits_chunk_mib > 0:
+            raise FieldError("logits_chunk_mib", f"{self.logits_chunk_mib} is not allowed; expected a number > 0")
+        if self.micro_batch_tokens is not None and self.micro_batch_tokens < 1:
+            raise FieldError("micro_batch_tokens", f"{self.micro_batch_tokens} is not allowed; expected >= 1 or null")
+        if not 0 < self.top_p <= 1:
+            raise FieldError("top_p", f"{self.top_p} is not allowed; expected 0 < top_p <= 1")
+        if self.temperature <= 0:
+            raise FieldError("temperature", f"{self.temperature} is not allowed; expected > 0")
+        if self.lr <= 0:
+            raise FieldError("lr", f"{self.lr} is not allowed; expected > 0")
+        if self.dual_clip is not None and not self.dual_clip > 1:
+            raise FieldError("dual_clip", f"{self.dual_clip} is not allowed; expected a number > 1, or null")
+
 
 @dataclass(frozen=True)
 class ScaleSpec:
@@ -173,7 +210,7 @@ class ScaleSpec:
     on another process count), or DeepSpeed ZeRO at ``zero_stage`` (the ``deepspeed`` package; for clusters
     whose recipes and nodes are set up for it)."""
 
-    zero_stage: int = 3
+    zero_stage: Literal[2, 3] = 3
     """DeepSpeed's ZeRO stage: 2 (optimizer state and gradients partitioned) or 3 (parameters too)."""
 
     vllm_memory: float = 0.25
@@ -191,6 +228,17 @@ class ScaleSpec:
 
     gpu_memory_gb: float = 141.0
     """Memory of one GPU in GB (141 for an H200): ``graft plan`` refuses a config whose memory plan exceeds it."""
+
+    def __post_init__(self) -> None:
+        for name in ("processes", "process_group_timeout_s", "vllm_cpu_kv_cache_mib"):
+            if getattr(self, name) < 1:
+                raise FieldError(name, f"{getattr(self, name)} is not allowed; expected an integer >= 1")
+        if self.engine == "deepspeed" and self.processes < 2:
+            raise FieldError("engine", "'deepspeed' needs scale.processes >= 2; one process trains unsharded")
+        if not 0 < self.vllm_memory < 1:
+            raise FieldError("vllm_memory", f"{self.vllm_memory} is not allowed; expected 0 < x < 1")
+        if not self.gpu_memory_gb > 0:
+            raise FieldError("gpu_memory_gb", f"{self.gpu_memory_gb} is not allowed; expected > 0")
 
 
 @dataclass(frozen=True)
@@ -226,6 +274,12 @@ class EvalSpec:
     (and std) of these runs, never the run that selected it, whose score is biased upward by the selection.
     0: no re-evaluation; the report says that its scores are those of the selecting run."""
 
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise FieldError("k", f"{self.k} is not allowed; expected an integer >= 1")
+        if self.selection_runs < 0:
+            raise FieldError("selection_runs", f"{self.selection_runs} is not allowed; expected 0 or more")
+
 
 def _ablation_presets() -> list[str]:
     from graft.methods import PRESETS
@@ -259,9 +313,9 @@ def preset_seeds(
     return main_seeds if method in MAIN_METHODS else other_seeds
 
 
-def _check_seeds(where: str, seeds: list[int]) -> None:
+def _check_seeds(name: str, seeds: list[int]) -> None:
     if not seeds or len(set(seeds)) != len(seeds) or any(not isinstance(k, int) or k < 0 for k in seeds):
-        raise ConfigError(f"{where}: {seeds} is not allowed; expected distinct seeds >= 0, at least one")
+        raise FieldError(name, f"{seeds} is not allowed; expected distinct seeds >= 0, at least one")
 
 
 @dataclass(frozen=True)
@@ -327,6 +381,24 @@ class WorkflowSpec:
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
     (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
+    def __post_init__(self) -> None:
+        if self.eval_checkpoints_per_job is not None and self.eval_checkpoints_per_job < 1:
+            raise FieldError(
+                "eval_checkpoints_per_job",
+                f"{self.eval_checkpoints_per_job} is not allowed; expected an integer >= 1, or null (one job a cell)",
+            )
+        if self.mean_response_tokens is not None and self.mean_response_tokens < 1:
+            raise FieldError("mean_response_tokens", f"{self.mean_response_tokens} is not allowed; expected >= 1")
+        for name, rate in self.generation_tokens_per_s.items():
+            if not rate > 0:
+                raise FieldError(f"generation_tokens_per_s.{name}", f"{rate} is not allowed; expected > 0")
+        _check_seeds("main_seeds", self.main_seeds)
+        _check_seeds("other_seeds", self.other_seeds)
+        for name, seeds in self.method_seeds.items():
+            _check_seeds(f"method_seeds.{name}", seeds)
+        for name, seeds in self.cell_seeds.items():
+            _check_seeds(f"cell_seeds.{name}", seeds)
+
     def seeds_of(self, method: str, cell: str, models: tuple[str, ...]) -> list[int]:
         """The seeds ``method`` trains with on ``cell`` (``preset_seeds``)."""
         return preset_seeds(method, self.main_seeds, self.other_seeds, self.method_seeds, self.cell_seeds, cell, models)
@@ -345,9 +417,106 @@ class LoggingSpec:
     """The W&B team or user; None: the account's default."""
 
 
+ToyFamily = Literal["add", "sub", "mul", "div", "mul2", "add3", "sub3"]
+"""Every family of the toy task (graft.toy.task solves each), in the task's order; a world uses some of them."""
+
+DEFAULT_TOY_FAMILIES: tuple[str, ...] = typing.get_args(ToyFamily)[:5]
+
+
+@dataclass(frozen=True)
+class ToyModelSpec:
+    """How one toy model is built and warmed up (docs/design.md section 7)."""
+
+    arch: Literal["smollm3", "qwen3", "gpt2", "llama"]
+    """llama: a plain Llama decoder, as OctoThinker-3B is (config/rehearsal.yaml; the default's octo is GPT-2)."""
+    pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
+    vocab_size: int
+    hidden: int
+    layers: int
+    heads: int
+    mix: dict[str, float]
+    """Share of each task family in the warm-up examples: the model's skill profile."""
+    steps: int
+    """Warm-up optimizer steps."""
+    lr: float = 3e-3
+    batch_size: int = 64
+    micro_batches: int = 1
+    """Forward passes each warm-up batch is cut into, its examples sorted by length so that each pass pads less:
+    the same loss and gradient (up to float rounding), about 10% faster at 2 (bench/budget_probe.py)."""
+    examples: int = 3000
+    """Distinct warm-up problems drawn from the train split according to ``mix``."""
+    slip: dict[str, float] = field(default_factory=dict)
+    """Per family, the probability that each slip point (a carry, a borrow...) of a warm-up solution is slipped:
+    the model learns the procedure as one that has half-learned it, and samples right about as often as its
+    warm-up solutions are (a calibrated model, not an over-confident one). Families not named: 0."""
+    dialect: Literal[0, 1, 2] = 0
+    """How the model writes its solutions (graft.toy.dialect): 0 the common writing; 1 or 2 a dialect of its own,
+    used for each feature of a warm-up solution with probability ``toy.mismatch``."""
+
+    def __post_init__(self) -> None:
+        if any(v < 0 for v in self.mix.values()) or sum(self.mix.values()) <= 0:
+            raise FieldError("mix", "shares must be >= 0 with a positive sum")
+        if not 1 <= self.micro_batches <= self.batch_size:
+            raise FieldError(
+                "micro_batches", f"{self.micro_batches} is not allowed; expected 1 to batch_size ({self.batch_size})"
+            )
+        if self.hidden % self.heads:
+            raise FieldError("hidden", f"{self.hidden} is not a multiple of heads")
+        for family, rate in self.slip.items():
+            if not 0.0 <= rate <= 1.0:
+                raise FieldError(f"slip.{family}", f"{rate} is not allowed; expected 0 to 1")
+
+
+@dataclass(frozen=True)
+class ToySpec:
+    """The synthetic task and the tiny models of the embedded default."""
+
+    models: dict[str, ToyModelSpec]
+    families: list[ToyFamily] = field(default_factory=lambda: list(DEFAULT_TOY_FAMILIES))
+    """The task families of this world, one toy benchmark each."""
+    seed: int = 0
+    test_per_family: int = 64
+    """Problems per family in the test split (the toy's benchmarks)."""
+    validation_per_family: int = 16
+    train_per_family: int = 400
+    """RL prompts per family, drawn from the train split."""
+    level2_share: float = 0.0
+    """Share of every split drawn from the harder level 2 (more digits), 0 to 1."""
+    min_slip_points: int = 1
+    """Fewest slip points (carries, borrows...) a problem may have. At 2 a model that is blind on a family (slips
+    at nearly every point) almost never solves one of its problems by chance, while a peer's correct solution
+    still differs from its own by one cheap token per point; two-digit problems (level 1) have one, so 2 needs
+    ``level2_share: 1``."""
+    mismatch: float = 0.0
+    """Cross-model mismatch, 0 to 1: the chance that each feature of a warm-up solution (header, operator spacing,
+    equals sign, separator, conclusion) is written in the model's ``dialect`` instead of the common writing. 0: all
+    models write alike (no mismatch); 1: each writes only its own dialect."""
+
+    def __post_init__(self) -> None:
+        if not self.families or len(set(self.families)) != len(self.families):
+            allowed = ", ".join(typing.get_args(ToyFamily))
+            raise FieldError("families", f"families must be distinct and not empty; allowed: {allowed}")
+        if not 0.0 <= self.level2_share <= 1.0:
+            raise FieldError("level2_share", f"{self.level2_share} is not allowed; expected 0 to 1")
+        if self.min_slip_points < 1:
+            raise FieldError("min_slip_points", f"{self.min_slip_points} is not allowed; expected 1 or more")
+        if not 0 <= self.mismatch <= 1:
+            raise FieldError("mismatch", f"{self.mismatch} is not allowed; expected 0 to 1")
+        world = ", ".join(self.families)
+        for name, spec in self.models.items():
+            for what, families in (("mix", spec.mix), ("slip", spec.slip)):
+                unknown = sorted(set(families) - set(self.families))
+                if unknown:
+                    raise FieldError(f"models.{name}.{what}", f"unknown family {unknown[0]!r}; toy.families: {world}")
+
+
+PaperModel = Literal["smollm3", "qwen3", "octothinker"]
+"""The paper's three base models (graft.report.paper holds their numbers)."""
+
+
 @dataclass(frozen=True)
 class ReportSpec:
-    paper_models: dict[str, str] = field(default_factory=dict)
+    paper_models: dict[str, PaperModel] = field(default_factory=dict)
     """Our model name -> the paper model it stands for (smollm3, qwen3, octothinker), to print paper values."""
     selection: Literal["test_best", "val_best", "final"] = "test_best"
     """Checkpoint selection for the tables; the paper's rule is the best test average."""
@@ -383,71 +552,13 @@ class RunConfig:
         return self.workflow.ablation_pair or next(iter(self.pairs), None)
 
     def __post_init__(self) -> None:
-        t = self.train
-        counts = ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "resumable_checkpoints")
-        for name in (*counts, "micro_batch"):
-            if getattr(t, name) < 1:
-                raise ConfigError(f"train.{name}: {getattr(t, name)} is not allowed; expected an integer >= 1")
-        if t.checkpoint_minutes is not None and not t.checkpoint_minutes > 0:
-            raise ConfigError(
-                f"train.checkpoint_minutes: {t.checkpoint_minutes} is not allowed; expected a number > 0, or null"
-            )
-        if not t.logits_chunk_mib > 0:
-            raise ConfigError(f"train.logits_chunk_mib: {t.logits_chunk_mib} is not allowed; expected a number > 0")
-        if t.micro_batch_tokens is not None and t.micro_batch_tokens < 1:
-            raise ConfigError(f"train.micro_batch_tokens: {t.micro_batch_tokens} is not allowed; expected >= 1 or null")
-        if self.eval is not None and self.eval.selection_runs < 0:
-            raise ConfigError(f"eval.selection_runs: {self.eval.selection_runs} is not allowed; expected 0 or more")
-        if self.eval is not None and self.eval.k < 1:
-            raise ConfigError(f"eval.k: {self.eval.k} is not allowed; expected an integer >= 1")
-        if self.scale.processes < 1:
-            raise ConfigError(f"scale.processes: {self.scale.processes} is not allowed; expected an integer >= 1")
-        if self.scale.zero_stage not in (2, 3):
-            raise ConfigError(f"scale.zero_stage: {self.scale.zero_stage} is not allowed; expected 2 or 3")
-        if self.scale.engine == "deepspeed" and self.scale.processes < 2:
-            raise ConfigError("scale.engine: 'deepspeed' needs scale.processes >= 2; one process trains unsharded")
-        if not 0 < self.scale.vllm_memory < 1:
-            raise ConfigError(f"scale.vllm_memory: {self.scale.vllm_memory} is not allowed; expected 0 < x < 1")
-        if self.scale.process_group_timeout_s < 1:
-            raise ConfigError(
-                f"scale.process_group_timeout_s: {self.scale.process_group_timeout_s} is not allowed; expected >= 1"
-            )
-        if not self.scale.gpu_memory_gb > 0:
-            raise ConfigError(f"scale.gpu_memory_gb: {self.scale.gpu_memory_gb} is not allowed; expected > 0")
-        if self.scale.vllm_cpu_kv_cache_mib < 1:
-            raise ConfigError(
-                f"scale.vllm_cpu_kv_cache_mib: {self.scale.vllm_cpu_kv_cache_mib} is not allowed; expected >= 1"
-            )
-        if t.max_response_tokens < 1 or t.max_prompt_tokens < 1:
-            raise ConfigError("train.max_prompt_tokens/max_response_tokens: expected integers >= 1")
-        if not 0 < t.top_p <= 1:
-            raise ConfigError(f"train.top_p: {t.top_p} is not allowed; expected 0 < top_p <= 1")
-        if t.temperature <= 0:
-            raise ConfigError(f"train.temperature: {t.temperature} is not allowed; expected > 0")
-        if t.lr <= 0:
-            raise ConfigError(f"train.lr: {t.lr} is not allowed; expected > 0")
-        if t.dual_clip is not None and not t.dual_clip > 1:
-            raise ConfigError(f"train.dual_clip: {t.dual_clip} is not allowed; expected a number > 1, or null")
+        """What spans sections: names that one section gives and another uses. Each section checks its own fields."""
         for pair, members in self.pairs.items():
             if len(members) != 2 or len(set(members)) != 2:
                 raise ConfigError(f"pairs.{pair}: expected two different model names, got {members}")
             for member in members:
                 if member not in self.models:
                     raise ConfigError(f"pairs.{pair}: unknown model {member!r}; models: {', '.join(self.models)}")
-        for name, spec in self.models.items():
-            if "{problem}" not in spec.template:
-                hint = "; for the chat format write chat: true, template: '{problem} ...'" * (spec.template == "chat")
-                raise ConfigError(f"models.{name}.template: {spec.template!r} has no '{{problem}}' slot{hint}")
-            if spec.chat_template is not None:
-                if not spec.chat:
-                    raise ConfigError(f"models.{name}.chat_template: needs chat: true")
-                if not Path(spec.chat_template).is_file():
-                    raise ConfigError(f"models.{name}.chat_template: no such file {spec.chat_template!r}")
-            if spec.lr is not None and not spec.lr > 0:
-                raise ConfigError(f"models.{name}.lr: {spec.lr} is not allowed; expected > 0, or null for train.lr")
-            for size, value in dataclasses.asdict(spec.sizes).items() if spec.sizes else ():
-                if size != "tied" and value < 1:
-                    raise ConfigError(f"models.{name}.sizes.{size}: {value} is not allowed; expected an integer >= 1")
         w = self.workflow
         from graft.methods import PRESETS
 
@@ -455,90 +566,35 @@ class RunConfig:
             for name in getattr(w, field_name):
                 if name not in PRESETS and name not in self.methods:
                     raise ConfigError(f"workflow.{field_name}: unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
-        for name in w.baseline_models or []:
-            if name not in self.models:
-                raise ConfigError(f"workflow.baseline_models: unknown model {name!r}; models: {', '.join(self.models)}")
-        for name in w.baseline_pairs or []:
-            if name not in self.pairs:
-                raise ConfigError(f"workflow.baseline_pairs: unknown pair {name!r}; pairs: {', '.join(self.pairs)}")
-        if w.eval_checkpoints_per_job is not None and w.eval_checkpoints_per_job < 1:
-            raise ConfigError(
-                f"workflow.eval_checkpoints_per_job: {w.eval_checkpoints_per_job} is not allowed; expected an "
-                "integer >= 1, or null for one job per cell"
-            )
-        if w.mean_response_tokens is not None and w.mean_response_tokens < 1:
-            raise ConfigError(f"workflow.mean_response_tokens: {w.mean_response_tokens} is not allowed; expected >= 1")
-        for name, rate in w.generation_tokens_per_s.items():
-            if name not in self.models:
-                raise ConfigError(
-                    f"workflow.generation_tokens_per_s: unknown model {name!r}; models: {', '.join(self.models)}"
-                )
-            if not rate > 0:
-                raise ConfigError(f"workflow.generation_tokens_per_s.{name}: {rate} is not allowed; expected > 0")
-        _check_seeds("workflow.main_seeds", w.main_seeds)
-        _check_seeds("workflow.other_seeds", w.other_seeds)
+        for field_name, names, kind, known in (
+            ("baseline_models", w.baseline_models, "model", self.models),
+            ("baseline_pairs", w.baseline_pairs, "pair", self.pairs),
+            ("generation_tokens_per_s", w.generation_tokens_per_s, "model", self.models),
+            ("ablation_pair", [w.ablation_pair] if w.ablation_pair else [], "pair", self.pairs),
+        ):
+            for name in names or []:
+                if name not in known:
+                    raise ConfigError(f"workflow.{field_name}: unknown {kind} {name!r}; {kind}s: {', '.join(known)}")
         scheduled = {*w.grpo, *w.pair_methods, *w.ablations, *(["replay"] if w.replay else [])}
-        for name, seeds in w.method_seeds.items():
+        for name in w.method_seeds:
             if name not in scheduled:
                 raise ConfigError(
                     f"workflow.method_seeds: {name!r} is not scheduled; allowed: {', '.join(sorted(scheduled))}"
                 )
-            _check_seeds(f"workflow.method_seeds.{name}", seeds)
-        for name, seeds in w.cell_seeds.items():
+        for name in w.cell_seeds:
             if name not in self.models and name not in self.pairs:
                 raise ConfigError(
                     f"workflow.cell_seeds: {name!r} is neither a model nor a pair; allowed: "
                     f"{', '.join([*self.models, *self.pairs])}"
                 )
-            _check_seeds(f"workflow.cell_seeds.{name}", seeds)
-        if w.ablation_pair is not None and w.ablation_pair not in self.pairs:
-            raise ConfigError(
-                f"workflow.ablation_pair: unknown pair {w.ablation_pair!r}; pairs: {', '.join(self.pairs)}"
-            )
-        from graft.report.paper import PAPER_MODELS
-
-        for model in self.report.paper_models.values():
-            if model not in PAPER_MODELS:
-                raise ConfigError(f"report.paper_models: {model!r} is not allowed; expected {', '.join(PAPER_MODELS)}")
-        if self.toy is not None:
-            from graft.toy.task import FAMILIES
-
-            unknown = sorted(set(self.toy.families) - set(FAMILIES))
-            if unknown or len(set(self.toy.families)) != len(self.toy.families) or not self.toy.families:
-                what = f"unknown family {unknown[0]!r}" if unknown else "families must be distinct and not empty"
-                raise ConfigError(f"toy.families: {what}; allowed: {', '.join(FAMILIES)}")
-            if not 0.0 <= self.toy.level2_share <= 1.0:
-                raise ConfigError(f"toy.level2_share: {self.toy.level2_share} is not allowed; expected 0 to 1")
-            if self.toy.min_slip_points < 1:
-                raise ConfigError(f"toy.min_slip_points: {self.toy.min_slip_points} is not allowed; expected 1 or more")
-            if not 0 <= self.toy.mismatch <= 1:
-                raise ConfigError(f"toy.mismatch: {self.toy.mismatch} is not allowed; expected 0 to 1")
-            world = ", ".join(self.toy.families)
-            for name, toy in self.toy.models.items():
-                if name not in self.models:
-                    raise ConfigError(f"toy.models.{name}: not in models ({', '.join(self.models)})")
-                if self.models[name].chat and not self.models[name].chat_template:
-                    raise ConfigError(
-                        f"models.{name}.chat_template: a toy tokenizer ships no chat template; set one "
-                        "(config/chat_templates/chatml_user.jinja) or chat: false"
-                    )
-                unknown = sorted(set(toy.mix) - set(self.toy.families))
-                if unknown:
-                    raise ConfigError(f"toy.models.{name}.mix: unknown family {unknown[0]!r}; toy.families: {world}")
-                if any(v < 0 for v in toy.mix.values()) or sum(toy.mix.values()) <= 0:
-                    raise ConfigError(f"toy.models.{name}.mix: shares must be >= 0 with a positive sum")
-                if not 1 <= toy.micro_batches <= toy.batch_size:
-                    raise ConfigError(
-                        f"toy.models.{name}.micro_batches: {toy.micro_batches} is not allowed; expected 1 to "
-                        f"batch_size ({toy.batch_size})"
-                    )
-                if toy.hidden % toy.heads:
-                    raise ConfigError(f"toy.models.{name}.hidden: {toy.hidden} is not a multiple of heads")
-                for family, rate in toy.slip.items():
-                    if family not in self.toy.families:
-                        raise ConfigError(f"toy.models.{name}.slip: unknown family {family!r}; toy.families: {world}")
-                    if not 0.0 <= rate <= 1.0:
-                        raise ConfigError(f"toy.models.{name}.slip.{family}: {rate} is not allowed; expected 0 to 1")
+        for name in self.toy.models if self.toy else {}:
+            if name not in self.models:
+                raise ConfigError(f"toy.models.{name}: not in models ({', '.join(self.models)})")
+            if self.models[name].chat and not self.models[name].chat_template:
+                raise ConfigError(
+                    f"models.{name}.chat_template: a toy tokenizer ships no chat template; set one "
+                    "(config/chat_templates/chatml_user.jinja) or chat: false"
+                )
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

@@ -17,6 +17,15 @@ from graft.errors import ConfigError
 T = TypeVar("T")
 
 
+class FieldError(ValueError):
+    """A section's own check of one of its fields failed (raised in its ``__post_init__``): ``from_dict`` turns it
+    into one ConfigError line that names the field's full path."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
 def _describe(tp: Any) -> str:
     if get_origin(tp) is Literal:
         return "one of " + ", ".join(repr(v) for v in get_args(tp))
@@ -90,4 +99,8 @@ def from_dict(cls: type[T], data: Any, where: str) -> T:
     ]
     if missing:
         raise ConfigError(f"{where}: missing required field {missing[0]!r}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except FieldError as err:
+        section = where.removeprefix("config").lstrip(".")
+        raise ConfigError(f"{section + '.' if section else ''}{err.field}: {err.message}") from None

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import torch
 
-from graft.config import ModelSpec, RunConfig
+from graft.config import ModelSpec, RunConfig, ToySpec
 from graft.engine.policy import Policy, prompt_format
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
 from graft.toy.dialect import draw, write
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
-from graft.toy.spec import ToySpec
 from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
 from graft.toy.warmup import warm_up
 

@@ -13,12 +13,15 @@ Families use different step skills, so that a model trained mostly on some famil
 from __future__ import annotations
 
 import random
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-FAMILIES: tuple[str, ...] = ("add", "sub", "mul", "div", "mul2", "add3", "sub3")
+from graft.config import DEFAULT_TOY_FAMILIES, ToyFamily
+
+FAMILIES: tuple[str, ...] = typing.get_args(ToyFamily)
 """Every family the task knows; a toy world uses some of them (``toy.families``)."""
-DEFAULT_FAMILIES: tuple[str, ...] = FAMILIES[:5]
+DEFAULT_FAMILIES = DEFAULT_TOY_FAMILIES
 
 
 @dataclass(frozen=True)

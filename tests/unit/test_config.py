@@ -198,7 +198,10 @@ def base() -> dict:
             lambda c: c["workflow"].update(other_seeds=[0, -1]),
             "workflow.other_seeds: [0, -1] is not allowed; expected distinct seeds >= 0, at least one",
         ),
-        (lambda c: c["toy"].update(families=["add", "pow"]), "toy.families: unknown family 'pow'"),
+        (
+            lambda c: c["toy"].update(families=["add", "pow"]),
+            "config.toy.families[1]: 'pow' is not allowed; expected one of",
+        ),
         (lambda c: c["toy"].update(families=["add", "add"]), "toy.families: families must be distinct"),
         (lambda c: c["toy"].update(level2_share=1.5), "toy.level2_share: 1.5 is not allowed; expected 0 to 1"),
         (lambda c: c["toy"].update(min_slip_points=0), "toy.min_slip_points: 0 is not allowed; expected 1 or more"),
@@ -222,7 +225,7 @@ def base() -> dict:
         (lambda c: c.update(models=[]), "config.models: expected a mapping, got list"),
         (
             lambda c: c.update(scale={"vllm_cpu_kv_cache_mib": 0}),
-            "scale.vllm_cpu_kv_cache_mib: 0 is not allowed; expected >= 1",
+            "scale.vllm_cpu_kv_cache_mib: 0 is not allowed; expected an integer >= 1",
         ),
     ],
 )
@@ -281,3 +284,12 @@ def test_a_config_that_cannot_fit_is_refused_before_anything_runs(tmp_path, caps
     ), err
     with pytest.raises(ConfigError, match="memory: the update phase"):
         training_cells(load_config(path))  # what the Snakefile asks: refused before any job is submitted
+
+
+def test_the_paper_models_a_config_may_name_are_those_the_report_has_numbers_for():
+    import typing
+
+    from graft.config import PaperModel
+    from graft.report.paper import PAPER_MODELS
+
+    assert set(typing.get_args(PaperModel)) == set(PAPER_MODELS)

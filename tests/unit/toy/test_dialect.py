@@ -76,8 +76,8 @@ def _add_pool() -> list:
 
 
 def _warmup(slip=0.0):
+    from graft.config import ToyModelSpec, ToySpec
     from graft.toy.build import warmup_examples
-    from graft.toy.spec import ToyModelSpec, ToySpec
 
     pool = _add_pool()
     spec = ToyModelSpec(
