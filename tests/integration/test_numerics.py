@@ -40,10 +40,11 @@ def build_and_train(tmp: Path, mode: str, dispatch: str) -> dict[str, str]:
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, **DISPATCHES[dispatch], PIN_VARIABLE: mode}
     graft = [str(Path(sys.executable).parent / "graft")]
-    subprocess.run([*graft, "toy", "build", "--config", path, "--threads", "1"], env=env, check=True, cwd=ROOT)
+    build = [*graft, "toy", "build", "--config", path, "--threads", "1"]
+    subprocess.run(build, env=env, check=True, cwd=ROOT, timeout=1800)
     run = tmp / "run"
     train = ["train", "--config", path, "--method", "grpo_n8", "--models", "smol", "--seed", "0", "--out", run]
-    subprocess.run([*graft, *train, "--threads", "1"], env=env, check=True, cwd=ROOT)
+    subprocess.run([*graft, *train, "--threads", "1"], env=env, check=True, cwd=ROOT, timeout=1800)
     digests = {
         name: hashlib.sha256((tmp / "results" / "toy" / "models" / name / "model.safetensors").read_bytes()).hexdigest()
         for name in ("smol", "qwen")

@@ -53,7 +53,7 @@ def cli_train(world, out, *extra):
 
 def dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
+    child.wait(timeout=60)
     return child.pid
 
 

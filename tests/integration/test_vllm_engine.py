@@ -313,7 +313,7 @@ def test_a_killed_two_process_vllm_run_resumes_with_engines_on_the_checkpoint_we
         assert time.monotonic() < deadline, "no checkpoint within the timeout"
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.wait(timeout=60)
     proc.stderr.close()
     assert not (out / "done.json").exists()
     # the checkpoint the resume must take: the newest committed one (one being written when killed is not)

@@ -233,7 +233,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.wait(timeout=60)
     assert not (run_dir / "done.json").exists()
     finished = {p.parent: p.stat().st_mtime for p in results.glob("runs/*/*/seed*/done.json") if p not in kept}
     # A cell that wrote done.json in the moment before Snakemake was killed may not be recorded as complete by it
@@ -276,7 +276,7 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.wait(timeout=60)
     kept = len(list(run_dir.glob("evaluated/*/*.key")))
     assert 1 <= kept < steps, f"{kept} of {steps} checkpoints were done when the job was killed"
     smk(results, "--unlock")
@@ -416,7 +416,8 @@ def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp
     results = tmp_path / "results"
     cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
     cmd += ["--config", f"results={results}"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PATH": f"{BIN}:{tools}"})
+    env = {**os.environ, "PATH": f"{BIN}:{tools}"}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("--profile slurm: no sbatch or sacct on this machine's PATH") and "--cores N" in last
