@@ -1,9 +1,10 @@
-"""CI's subset of the dress rehearsal: config/rehearsal.yaml cut to what still runs every rule of its DAG (toy_data,
-toy_model, resolve_methods, train, evaluate_base, evaluate_checkpoints, collect_evaluations, reevaluate_selected,
+"""CI's subset of the dress rehearsal: config/rehearsal.yaml cut to what still runs every rule of its DAG but the
+re-evaluation (toy_data, toy_model, resolve_methods, train, evaluate_base, evaluate_checkpoints, collect_evaluations,
 report) within CI's time: pair P2 only (Qwen3's and the Llama decoder's architectures; SmolLM3's runs in vLLM's engine
 tests, tests/integration/test_vllm_engine.py), GRPO n=8 for each of its models and GRAFT on P2 (one seed), no
-baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover), 1 re-evaluation
-of each selected checkpoint instead of 5 (the smoke config runs 2), and one evaluation job per cell.
+baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover), no
+re-evaluation of selected checkpoints (the smoke config's re-evaluation jobs run through the same Slurm cluster), and
+one evaluation job per cell.
 
 Usage: python .ci/rehearsal_subset.py OUT.yaml [--config config/rehearsal.yaml]
 """
@@ -30,7 +31,7 @@ def main() -> None:
     config["workflow"].update(
         grpo=["grpo_n8"], pair_methods=["graft"], replay=False, ablations=[], main_seeds=[0], other_seeds=[0]
     )
-    config["eval"]["selection_runs"] = 1
+    config["eval"]["selection_runs"] = 0  # re-evaluation jobs run through Slurm in the smoke config's CI case
     config["workflow"]["eval_checkpoints_per_job"] = None  # one evaluation job per cell (the CPU tests split them)
     args.out.write_text(yaml.safe_dump(config, sort_keys=False))
 
