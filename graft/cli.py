@@ -172,10 +172,10 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
             if not any(job[0] == model for job in jobs):
                 raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {model!r}")
         if args.steps is not None:
-            steps = _steps(args.steps)
-            missing = sorted(steps - {checkpoint_step(ckpt) for _, ckpt, _ in jobs})
+            steps, saved = _steps(args.steps), {checkpoint_step(ckpt) for _, ckpt, _ in jobs}
+            missing = sorted(steps - saved)
             if missing:
-                have = ", ".join(str(checkpoint_step(ckpt)) for _, ckpt, _ in jobs[: len(jobs) // len(models)])
+                have = ", ".join(map(str, sorted(saved)))
                 raise ConfigError(f"--steps: {str(args.run)!r} has no checkpoint of step {missing[0]}; it has {have}")
             jobs = [job for job in jobs if checkpoint_step(job[1]) in steps]
         jobs = [(model, check_model_dir(ckpt, "--run"), out) for model, ckpt, out in jobs]

@@ -547,6 +547,11 @@ class RunConfig:
     report: ReportSpec = field(default_factory=ReportSpec)
     logging: LoggingSpec = field(default_factory=LoggingSpec)
 
+    def eval_response_tokens(self) -> int:
+        """The most tokens an evaluation generates per response: eval.max_response_tokens, else training's."""
+        limit = self.eval.max_response_tokens if self.eval is not None else None
+        return limit or self.train.max_response_tokens
+
     def ablations_pair(self) -> str | None:
         """The pair the ablations run on: workflow.ablation_pair, else the first pair (None without pairs)."""
         return self.workflow.ablation_pair or next(iter(self.pairs), None)

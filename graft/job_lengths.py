@@ -63,7 +63,7 @@ def evaluation_hours(cfg: RunConfig, model: str) -> float | None:
     counts = [problem_count(f) for f in files]
     if any(c is None for c in counts):
         return None
-    tokens = cfg.workflow.mean_response_tokens or cfg.eval.max_response_tokens or cfg.train.max_response_tokens
+    tokens = cfg.workflow.mean_response_tokens or cfg.eval_response_tokens()
     seconds = sum(counts) * cfg.eval.k * tokens / cfg.workflow.generation_tokens_per_s[model]
     return seconds / 3600
 
@@ -87,8 +87,10 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
         n = get_method(cell.method, cfg.methods).n
         return cfg.train.steps * len(cell.models) * (n / 8) * w.gpu_hours_per_step / cfg.scale.processes
 
+    each = {model: evaluation_hours(cfg, model) for model in cfg.models}  # reads the benchmark files once
+
     def cell_eval(cell, evaluations: int) -> float | None:
-        hours = [evaluation_hours(cfg, m) for m in cell.models]
+        hours = [each[m] for m in cell.models]
         return None if None in hours else evaluations * sum(hours)
 
     kinds = [
@@ -102,11 +104,7 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
     ]
     if cfg.eval is None:
         return kinds
-    kinds.append(
-        JobKind(
-            "evaluate_base", "evaluation", [evaluation_hours(cfg, m) for m in base_evaluations], 1, "the rule's runtime"
-        )
-    )
+    kinds.append(JobKind("evaluate_base", "evaluation", [each[m] for m in base_evaluations], 1, "the rule's runtime"))
     if not w.eval_in_train:
         parts = evaluation_parts(steps, w.eval_checkpoints_per_job)
         lengths = [cell_eval(c, len(part)) for c in cells for part in parts]

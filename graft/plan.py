@@ -111,8 +111,8 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     with their estimated length beside ``profile``'s limits and GPU-hours per kind of job."""
     from collections import Counter
 
-    cells = training_cells(cfg)
-    evaluations = sum(len(c.models) for c in cells) * len(checkpoint_steps(cfg)) + len(base_evaluations(cfg))
+    cells, steps, base = training_cells(cfg), checkpoint_steps(cfg), base_evaluations(cfg)
+    evaluations = sum(len(c.models) for c in cells) * len(steps) + len(base)
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
     lines.append(f"{'method':<30} {'cells':>5}")
     lines += [f"{method:<30} {count:>5}" for method, count in Counter(c.method for c in cells).items()]
@@ -129,7 +129,7 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     lines += memory_lines(cfg, cells)
     lines += estimate_basis(cfg)
-    kinds = job_kinds(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg))
+    kinds = job_kinds(cfg, cells, steps, base)
     limits = None if profile is None else profile_runtimes(profile)
     lines += job_lines(kinds, limits, None if profile is None else str(profile))
     return "\n".join(lines)
@@ -144,11 +144,10 @@ def estimate_basis(cfg: RunConfig) -> list[str]:
             "workflow.generation_tokens_per_s)"
         ]
     rates = ", ".join(f"{m} {r:,.0f}" for m, r in w.generation_tokens_per_s.items()) or "none"
-    limit = cfg.eval.max_response_tokens if cfg.eval and cfg.eval.max_response_tokens else cfg.train.max_response_tokens
     tokens = (
         f"{w.mean_response_tokens:,} (workflow.mean_response_tokens)"
         if w.mean_response_tokens
-        else f"{limit:,}, the maximum"
+        else f"{cfg.eval_response_tokens():,}, the maximum"
     )
     return [
         f"job lengths rest on: workflow.gpu_hours_per_step = {w.gpu_hours_per_step} per n=8 model-step of training;"

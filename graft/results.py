@@ -148,6 +148,10 @@ class RunDir:
     def interim_checkpoints(self) -> list[Path]:
         return _step_dirs(self.interim_root)
 
+    def saved_checkpoints(self) -> list[Path]:
+        """Every complete checkpoint, by step and wall time alike, oldest first: what a resume may start from."""
+        return sorted([*self.checkpoints(), *self.interim_checkpoints()], key=lambda p: parse_step(p.name))
+
     def trajectories(self, model: str) -> Path:
         return self.root / "trajectories" / model
 

@@ -80,7 +80,7 @@ def vllm_evaluator(config: RunConfig, model: str, checkpoint: Path) -> RolloutBa
     from graft.engine.vllm import VLLMRollout
 
     spec = config.eval
-    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    max_tokens = config.eval_response_tokens()
     return VLLMRollout(
         str(checkpoint),
         config.models[model].dtype,
@@ -114,7 +114,7 @@ def evaluate_to_file(
     sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
     if spec.validation:
         sets["validation"] = load_benchmark(spec.validation, "eval.validation")
-    max_tokens = spec.max_response_tokens or config.train.max_response_tokens
+    max_tokens = config.eval_response_tokens()
     was_training = policy.model.training
     policy.model.eval()
     result = evaluate(

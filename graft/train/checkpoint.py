@@ -180,8 +180,7 @@ def latest(run: RunDir, models: list[str], say=lambda line: None) -> Path | None
     """The newest checkpoint that holds the state a resume needs and matches its manifest; each newer one that
     does not is named with the reason through ``say``."""
     skipped = None
-    candidates = sorted([*run.checkpoints(), *run.interim_checkpoints()], key=lambda p: parse_step(p.name))
-    for ckpt in reversed(candidates):
+    for ckpt in reversed(run.saved_checkpoints()):
         resumable = (ckpt / "state.json").is_file() and all(
             any(path.exists() for path in resume_state(ckpt, model)) for model in models
         )
@@ -264,6 +263,6 @@ def trim_after(run: RunDir, next_step: int, models: list[str]) -> None:
             step = parse_step(path.name)
             if step is not None and step >= next_step and path == trajectory_file(run.trajectories(model), step):
                 path.unlink()
-    for ckpt in [*run.checkpoints(), *run.interim_checkpoints()]:
+    for ckpt in run.saved_checkpoints():
         if parse_step(ckpt.name) > next_step:
             shutil.rmtree(ckpt)
