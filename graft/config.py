@@ -194,9 +194,25 @@ class ScaleSpec:
     Hugging Face backend; the paper config runs 4 processes, one per H200, with vLLM rollouts."""
 
     processes: int = 1
-    """Processes per training job, one per GPU, started by torchrun. Above 1 both models of a run are sharded
-    with FSDP2 over all of them (colocated), each process samples and grades a share of the prompts, and each
-    takes a share of every minibatch; the exchange is unchanged."""
+    """Processes per node of a training job, one per GPU, started by torchrun. Above 1 (or with several nodes)
+    each model is sharded with FSDP2 over the processes the placement gives it, each process samples and grades a
+    share of its model's prompts, and each takes a share of every minibatch; the exchange is unchanged."""
+
+    nodes: int = 1
+    """Nodes per training job. Above 1 the training rule starts one Slurm task per node (``srun``), each a
+    ``torchrun`` of ``processes`` processes meeting at the job's first node (c10d rendezvous)."""
+
+    placement: Literal["colocated", "split"] = "colocated"
+    """Where the models of a co-training run live (graft.engine.placement). ``colocated``: every process holds
+    both models, sharded over all processes, and the models take turns. ``split``: each model gets its own equal
+    share of the processes (its own GPUs, one node or several) and the two sample, score and update at the same
+    time; only the exchange's records cross between them, once per step. A run of one model (GRPO, replay) is
+    colocated under either."""
+
+    sharding: Literal["full", "hybrid"] = "full"
+    """How a model is sharded over processes on several nodes: ``full`` over all of them, or ``hybrid``: sharded
+    within a node and replicated across nodes (FSDP2's two-dimensional mesh), so parameter all-gathers stay on
+    the node and only gradients cross nodes. The same as ``full`` when a model's processes are on one node."""
 
     rollout: Literal["hf", "vllm"] = "hf"
     """Sampling backend: Hugging Face ``generate`` (CPU default, tests) or vLLM (the ``gpu`` extra on GPUs, or
@@ -230,15 +246,32 @@ class ScaleSpec:
     """Memory of one GPU in GB (141 for an H200): ``graft plan`` refuses a config whose memory plan exceeds it."""
 
     def __post_init__(self) -> None:
-        for name in ("processes", "process_group_timeout_s", "vllm_cpu_kv_cache_mib"):
+        for name in ("processes", "nodes", "process_group_timeout_s", "vllm_cpu_kv_cache_mib"):
             if getattr(self, name) < 1:
                 raise FieldError(name, f"{getattr(self, name)} is not allowed; expected an integer >= 1")
         if self.engine == "deepspeed" and self.processes < 2:
             raise FieldError("engine", "'deepspeed' needs scale.processes >= 2; one process trains unsharded")
+        if self.engine == "deepspeed" and (self.placement == "split" or self.sharding == "hybrid"):
+            raise FieldError(
+                "engine",
+                "'deepspeed' shards over the whole job; the split placement and hybrid sharding need "
+                "scale.engine: fsdp2",
+            )
         if not 0 < self.vllm_memory < 1:
             raise FieldError("vllm_memory", f"{self.vllm_memory} is not allowed; expected 0 < x < 1")
         if not self.gpu_memory_gb > 0:
             raise FieldError("gpu_memory_gb", f"{self.gpu_memory_gb} is not allowed; expected > 0")
+
+    def split_problem(self, models: int) -> str | None:
+        """Why the split placement cannot give each of a run's ``models`` models an equal share of the job's
+        processes, or None (also for ``colocated`` and a run of one model)."""
+        total = self.processes * self.nodes
+        if self.placement == "split" and models > 1 and total % models:
+            return (
+                f"scale.placement: 'split' gives each of a run's {models} models an equal share of its {total} "
+                f"processes ({self.nodes} node(s) x {self.processes}); expected a multiple of {models}"
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -564,6 +597,9 @@ class RunConfig:
             for member in members:
                 if member not in self.models:
                     raise ConfigError(f"pairs.{pair}: unknown model {member!r}; models: {', '.join(self.models)}")
+            problem = self.scale.split_problem(len(members))
+            if problem:
+                raise ConfigError(f"{problem} (pairs.{pair})")
         w = self.workflow
         from graft.methods import PRESETS
 

@@ -8,6 +8,7 @@ import yaml
 
 from graft.config import config_from_dict
 from graft.job_lengths import evaluation_parts
+from graft.launch import train_launcher
 from graft.plan import base_seeds, checkpoint_steps, training_cells
 from graft.preflight import environment_problem, slurm_problem
 from graft.report.build import report_outputs
@@ -115,12 +116,12 @@ def train_settings():
     return json.dumps(sections, default=lambda o: o.__dict__, sort_keys=True)
 
 
-def train_launcher():
-    """`graft`, or torchrun with one process per GPU of the job when the config shards training."""
-    n = CFG.scale.processes
-    if n == 1:
-        return "graft"
-    return f"torchrun --standalone --nproc-per-node {n} -m graft.cli"
+def train_nodes():
+    """A training job's nodes; several: one Slurm task per node, each a torchrun (graft.launch), which the job's
+    command starts with srun itself (the Slurm executor's "mpi" resource: no srun around the command).
+    """
+    n = CFG.scale.nodes
+    return {"nodes": n, **({"tasks": n, "mpi": "srun"} if n > 1 else {})}
 
 
 def eval_settings():

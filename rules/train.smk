@@ -10,6 +10,8 @@ rule train:
     conda:
         COMPUTE_ENV
     threads: CFG.workflow.threads
+    resources:
+        **train_nodes(),
     params:
         out=lambda wc: cell_of(wc).run_dir(TREE).root,
         models=lambda wc: ",".join(cell_of(wc).models),
@@ -19,7 +21,7 @@ rule train:
         evaluate=lambda wc, output: (
             f"--eval-dir {output.evals}" if EVAL_IN_TRAIN else ""
         ),
-        launcher=train_launcher(),
+        launcher=train_launcher(CFG.scale),
         threads_each=lambda wc, threads: max(1, threads // CFG.scale.processes),
         settings=lambda wc: train_settings()
         + (eval_settings() if EVAL_IN_TRAIN else ""),

@@ -1,10 +1,11 @@
 """Training across the GPUs of a node (docs/design.md section 8): processes started by torchrun, models sharded with
 FSDP2 (``fully_shard``), sharded checkpoints with ``torch.distributed.checkpoint``.
 
-Layout: both models of a pair are *colocated*, each sharded over every process of the job, so the exchange and
-the loop are those of the single-process path; only rollouts and grading (each process takes a share of the
-prompts), scoring of transferred responses, updates (each process takes a share of a minibatch's rows) and
-checkpoints are split. A single process is a world of size 1 and uses none of this.
+A ``World`` is the processes a model is sharded over: the whole job when the models of a pair are colocated, its
+own group of processes under the split placement (graft.engine.placement). Within a world the loop is the
+single-process one; only rollouts and grading (each process takes a share of the prompts), scoring of transferred
+responses, updates (each process takes a share of a minibatch's rows) and checkpoints are split. A single process
+is a world of size 1 and uses none of this.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,12 @@ class World:
     device_name: str = "cpu"
     """"cpu" or "cuda:<local rank>"."""
     local_rank: int = 0
-    """This process's place on its node (torchrun's LOCAL_RANK); 0 is the node's first process."""
+    """This process's place on its node (torchrun's LOCAL_RANK) among the processes of this world; 0 is the
+    node's first one."""
+    group: Any = field(default=None, compare=False)
+    """The processes' torch.distributed group; None: the whole job (graft.engine.placement makes the others)."""
+    mesh: Any = field(default=None, compare=False)
+    """The device mesh this world's models are sharded over; None: one dimension over all its processes."""
 
     @property
     def device(self) -> torch.device:
@@ -50,7 +56,7 @@ class World:
         if not self.distributed:
             return [obj]
         out: list[Any] = [None] * self.size
-        dist.all_gather_object(out, obj)
+        dist.all_gather_object(out, obj, group=self.group)
         return out
 
     def share(self, items: Sequence[Any]) -> list[Any]:
@@ -72,12 +78,12 @@ class World:
         if not self.distributed:
             return list(values)
         t = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=self.group)
         return t.tolist()
 
     def barrier(self) -> None:
         if self.distributed:
-            dist.barrier()
+            dist.barrier(group=self.group)
 
 
 SINGLE = World()
@@ -139,7 +145,7 @@ def shard_model(model: torch.nn.Module, world: World, compute_dtype: torch.dtype
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh(world.device.type, (world.size,))
+    mesh = world.mesh if world.mesh is not None else init_device_mesh(world.device.type, (world.size,))
     policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=policy)
@@ -147,23 +153,23 @@ def shard_model(model: torch.nn.Module, world: World, compute_dtype: torch.dtype
     return model
 
 
-def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path) -> None:
-    """Model and optimizer shards of every process (torch.distributed.checkpoint), restorable on the same or
-    another number of processes."""
+def save_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path, world: World) -> None:
+    """Model and optimizer shards of every process of ``world`` (torch.distributed.checkpoint), restorable on the
+    same or another number of processes."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(directory))
+    dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=str(directory), process_group=world.group)
 
 
-def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path) -> None:
+def load_sharded(model: torch.nn.Module, optimizer: torch.optim.Optimizer, directory: Path, world: World) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optimizer": optim_sd}
-    dcp.load(state, checkpoint_id=str(directory))
+    dcp.load(state, checkpoint_id=str(directory), process_group=world.group)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 

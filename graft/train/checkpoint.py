@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from graft.algo import CapabilityTracker
 from graft.engine import deepspeed_engine
 from graft.engine.distributed import SINGLE, World, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
@@ -118,38 +119,45 @@ def save(
     learners: list[Learner],
     world: World,
     dtypes: dict[str, str],
+    capabilities: dict[str, CapabilityTracker],
     keep_resumable: int = 2,
     interim: bool = False,
 ) -> None:
     """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``;
     ``interim``: a checkpoint saved by wall time, which replaces the previous interim one. Every interim
-    checkpoint older than a new checkpoint goes. ``dtypes``: each model's configured dtype, in which a sharded
-    run exports its float32 master weights."""
+    checkpoint older than a new checkpoint goes. ``learners``: this process's models (each saved by the processes
+    it is sharded over); ``world``: the whole job; ``dtypes``: each model's configured dtype, in which a sharded
+    run exports its float32 master weights; ``capabilities``: every model's HACPO tracker."""
     final = run.interim_root / step_name(next_step) if interim else run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
     for learner in learners:
+        home = learner.world
         single, sharded = resume_state(tmp, learner.name)
-        if world.distributed:
+        if home.distributed:
             if learner.engine is not None:
                 deepspeed_engine.save(learner.engine, sharded)
             else:
-                save_sharded(learner.policy.model, learner.optimizer, sharded)
-            weights = learner.main_weights(world)
-            if world.is_main:  # in the configured dtype, as a single process would have written it
+                save_sharded(learner.policy.model, learner.optimizer, sharded, home)
+            weights = learner.main_weights()
+            if home.is_main:  # in the configured dtype, as a single process would have written it
                 weights = {k: v.to(DTYPES[dtypes[learner.name]]) for k, v in weights.items()}
-                learner.policy.model.save_pretrained(tmp / learner.name, state_dict=weights, safe_serialization=True)
+                _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=weights)
         else:
-            learner.policy.model.save_pretrained(tmp / learner.name, safe_serialization=True)
+            _save_pretrained(learner.policy.model, tmp / learner.name)
             torch.save(learner.optimizer.state_dict(), single)
-        if world.is_main:
+        if home.is_main:
             learner.policy.tokenizer.save_pretrained(tmp / learner.name)
+    # every process's processes-per-model, so that a resume can tell a sharded model from a whole one
+    parts = world.gather({learner.name: learner.world.size for learner in learners})
+    sizes = {name: size for part in parts for name, size in part.items()}
     if world.is_main:
         state = {
             "next_step": next_step,
             "processes": world.size,
+            "model_processes": sizes,
             "engine": _engine(learners),
-            "capability": {learner.name: learner.capability.state_dict() for learner in learners},
+            "capability": {name: tracker.state_dict() for name, tracker in capabilities.items()},
             **_rng_state(),
         }
         (tmp / "state.json").write_text(json.dumps(state))
@@ -161,8 +169,19 @@ def save(
             if older != final:
                 shutil.rmtree(older)
         if not interim:
-            _prune(run, keep_resumable, [learner.name for learner in learners])
+            _prune(run, keep_resumable, list(capabilities))
     world.barrier()
+
+
+def _save_pretrained(model: torch.nn.Module, directory: Path, **kwargs) -> None:
+    """``save_pretrained`` on whichever process calls it. Once torch.distributed is initialized transformers writes
+    only on the job's first process (``should_save_on_this_rank``); under the split placement each model is
+    written by the first process of its own group."""
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process
+    try:
+        model.save_pretrained(directory, safe_serialization=True, **kwargs)
+    finally:
+        del model.should_save_on_this_rank
 
 
 def _prune(run: RunDir, keep: int, models: list[str]) -> None:
@@ -196,36 +215,43 @@ def latest(run: RunDir, models: list[str], say=lambda line: None) -> Path | None
     return None
 
 
-def restore(run: RunDir, learners: list[Learner], world: World) -> int:
-    """Load the newest intact resumable checkpoint into ``learners`` and the RNGs; returns the step to continue
-    from (0 with none: the run starts over). Falling back is said on stderr by process 0."""
+def restore(
+    run: RunDir, learners: list[Learner], world: World, models: list[str], capabilities: dict[str, CapabilityTracker]
+) -> int:
+    """Load the newest intact resumable checkpoint of the run's ``models`` into this process's ``learners``,
+    ``capabilities`` and the RNGs; returns the step to continue from (0 with none: the run starts over). Falling
+    back is said on stderr by process 0."""
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
-    ckpt = latest(run, [learner.name for learner in learners], say)
+    ckpt = latest(run, models, say)
     if ckpt is None:
         return 0
     state = json.loads((ckpt / "state.json").read_text())
-    sharded = state.get("processes", 1) > 1
-    if sharded != world.distributed:
-        raise ConfigError(
-            f"--resume: checkpoint {str(ckpt)!r} was written by {state.get('processes', 1)} process(es); "
-            "resume it with a sharded run if it was sharded and with one process if not"
-        )
+    written = state.get("model_processes") or {name: state.get("processes", 1) for name in models}
+    for learner in learners:
+        if (written[learner.name] > 1) != learner.world.distributed:
+            raise ConfigError(
+                f"--resume: checkpoint {str(ckpt)!r} holds model {learner.name!r} from "
+                f"{written[learner.name]} process(es), this run shards it over {learner.world.size}; resume a "
+                "sharded model with a sharded run and a whole one with one process per model"
+            )
     engine = _engine(learners)
-    if sharded and state.get("engine", "fsdp2") != engine:
+    if any(size > 1 for size in written.values()) and state.get("engine", "fsdp2") != engine:
         raise ConfigError(
             f"--resume: checkpoint {str(ckpt)!r} was written with scale.engine {state.get('engine', 'fsdp2')!r}; "
             f"resume it with that engine, not {engine!r}"
         )
     for learner in learners:
-        if sharded and learner.engine is not None:
+        if learner.world.distributed and learner.engine is not None:
             deepspeed_engine.load(learner.engine, resume_state(ckpt, learner.name)[1])
-        elif sharded:
-            load_sharded(learner.policy.model, learner.optimizer, resume_state(ckpt, learner.name)[1])
+        elif learner.world.distributed:
+            path = resume_state(ckpt, learner.name)[1]
+            load_sharded(learner.policy.model, learner.optimizer, path, learner.world)
         else:
             _load_single(learner, ckpt)
-        learner.capability.load_state_dict(state["capability"][learner.name])
         if learner.separate_rollout:
-            learner.sync_rollout(world)
+            learner.sync_rollout()
+    for name, tracker in capabilities.items():
+        tracker.load_state_dict(state["capability"][name])
     _set_rng_state(state)
     return state["next_step"]
 

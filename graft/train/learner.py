@@ -1,14 +1,13 @@
-"""A learner: one model of a run with its optimizer, sampler, reference model and HACPO capability tracker."""
+"""A learner: one model of a run with its optimizer, sampler and reference model, and the processes it lives on."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from graft.algo import CapabilityTracker
 from graft.config import RunConfig
 from graft.engine.distributed import SINGLE, World, enable_gradient_checkpointing, shard_model
 from graft.engine.policy import DTYPES, Policy, load_policy
@@ -24,7 +23,8 @@ class Learner:
     optimizer: torch.optim.Optimizer
     rollout: RolloutBackend
     ref_model: torch.nn.Module | None = None
-    capability: CapabilityTracker = field(default_factory=CapabilityTracker)
+    world: World = SINGLE
+    """The processes this model is sharded over (all of the job's, or its group's under the split placement)."""
     separate_rollout: bool = False
     """The rollout backend samples from its own copy of the weights, refreshed after every step."""
     recompute_old_logprobs: bool = False
@@ -38,13 +38,13 @@ class Learner:
         """What ``minibatch_update`` steps: the DeepSpeed engine, or the torch optimizer."""
         return self.engine if self.engine is not None else self.optimizer
 
-    def sync_rollout(self, world: World) -> None:
+    def sync_rollout(self) -> None:
         """The trained weights into the rollout backend's own copy, one tensor at a time (collective)."""
-        self.rollout.sync_from(self._weights(), world)
+        self.rollout.sync_from(self._weights(), self.world)
 
-    def main_weights(self, world: World) -> dict[str, torch.Tensor]:
-        """The whole model on the first process's CPU, empty elsewhere, gathered one tensor at a time (collective)."""
-        return gather_to_main(self._weights(), world)
+    def main_weights(self) -> dict[str, torch.Tensor]:
+        """The whole model on its first process's CPU, empty elsewhere, gathered one tensor at a time (collective)."""
+        return gather_to_main(self._weights(), self.world)
 
     def _weights(self) -> WeightStream:
         return WeightStream(self.engine.module if self.engine is not None else self.policy.model)
@@ -105,5 +105,4 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
         config = deepspeed_engine.engine_config(t.grad_clip, cfg.scale.zero_stage, DTYPES[spec.dtype])
         engine = deepspeed_engine.wrap(policy.model, optimizer, config)
     recompute = t.old_logprobs == "recompute" or (t.old_logprobs == "auto" and separate)
-    capability = CapabilityTracker(method.hacpo_window)
-    return Learner(name, policy, optimizer, rollout, ref, capability, separate, recompute, engine)
+    return Learner(name, policy, optimizer, rollout, ref, world, separate, recompute, engine)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from graft.algo import success_counts
+from graft.algo import CapabilityTracker, success_counts
 from graft.data.imports import follows_prompts
 from graft.data.problems import Problem
 from graft.data.records import StepRecords, read_step
@@ -19,7 +19,6 @@ from graft.errors import ConfigError
 from graft.methods import Method
 from graft.seeding import generator
 from graft.train.exchange import recompute_rewards, select_prompts
-from graft.train.learner import Learner
 
 
 @dataclass
@@ -41,7 +40,7 @@ class PeerView:
 class NoPeer:
     """Plain GRPO: nothing is transferred."""
 
-    def views(self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]):
+    def views(self, step: int, batch: list[Problem], records: dict[str, StepRecords], capabilities: dict):
         return {}
 
 
@@ -52,17 +51,21 @@ class LivePair:
         self.method, self.seed = method, seed
 
     def views(
-        self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]
+        self,
+        step: int,
+        batch: list[Problem],
+        records: dict[str, StepRecords],
+        capabilities: dict[str, CapabilityTracker],
     ) -> dict[str, PeerView]:
-        a, b = (learner.name for learner in learners)
+        """Every model's view, computed alike on every process from every model's records."""
+        a, b = records
         k = {name: success_counts(rec.rewards) for name, rec in records.items()}
         directions = [(a, b), (b, a)]
         selected, counts = select_prompts(
             self.method, k, self.method.n, directions, generator(self.seed, "select", step)
         )
-        capability = {learner.name: learner.capability.value for learner in learners}
         return {
-            recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capability[src])
+            recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capabilities[src].value)
             for src, recv in directions
         }
 
@@ -86,7 +89,11 @@ class ArchivePeer:
         return self.stored(step).prompt_ids if self.follows_prompts else None
 
     def views(
-        self, step: int, batch: list[Problem], records: dict[str, StepRecords], learners: list[Learner]
+        self,
+        step: int,
+        batch: list[Problem],
+        records: dict[str, StepRecords],
+        capabilities: dict[str, CapabilityTracker],
     ) -> dict[str, PeerView]:
         (me,) = records
         stored = self.stored(step)

@@ -2,25 +2,31 @@
 advantages -> publish records -> read the peer's records -> select -> re-tokenize and score -> weight -> order
 -> update; checkpoints every k steps.
 
-GRPO is the same loop with no peer, co-training holds both models of a pair in one process, and archive replay
-reads the peer's stored records instead of a live model (graft.train.peers). Under torchrun (``scale.processes``
-> 1) every process holds both models, sharded: each samples, grades and scores its share, all make the same
-exchange decisions, each takes its share of every minibatch, and only process 0 writes files.
+GRPO is the same loop with no peer, co-training runs both models of a pair, and archive replay reads the peer's
+stored records instead of a live model (graft.train.peers). Under torchrun the placement (graft.engine.placement)
+says which models a process holds: all of them, sharded over every process (``colocated``), or one, sharded over
+its own group of processes (``split``), while the other group works on the other model at the same time. Either
+way each process samples, grades and scores its share of its models' prompts; after the rollouts every process
+holds every model's records (under ``split`` each group's first process sends its model's records to all the
+others, the only data that crosses between groups), all make the same exchange decisions, each takes its share
+of every minibatch of its models, and only process 0 writes the run's files.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import time
 from contextlib import nullcontext
 
 import torch
 
-from graft.algo import capability_ratio, minibatch_order, success_counts
+from graft.algo import CapabilityTracker, capability_ratio, minibatch_order, success_counts
 from graft.data.problems import Problem, batch_indices, load_problems
 from graft.data.records import StepRecords, write_step
 from graft.engine.distributed import SINGLE, World
+from graft.engine.placement import place
 from graft.engine.reward import Grader
 from graft.engine.scoring import ScoringSettings
 from graft.errors import ConfigError
@@ -55,7 +61,11 @@ class Trainer:
                 f"{len(self.problems)} prompts of data.train; expected at most {len(self.problems)}"
             )
         self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
-        self.learners = [make_learner(name, self.cfg, self.method, world) for name in req.models]
+        scale = self.cfg.scale
+        self.placement = place(req.models, world, scale.placement, scale.processes, scale.sharding)
+        self.learners = [make_learner(name, self.cfg, self.method, home) for name, home in self.placement.homes.items()]
+        self.capabilities = {name: CapabilityTracker(self.method.hacpo_window) for name in req.models}
+        """Every model's HACPO capability, on every process (a peer's is needed where the peer does not live)."""
         self.peer = self._peer()
         self.scoring = ScoringSettings.from_train(self.cfg.train)
         self.start_step = 0
@@ -69,11 +79,12 @@ class Trainer:
         return NoPeer()
 
     def step(self, step: int) -> list[dict]:
-        """One step of Algorithm 1 for every model of the run; returns one metrics row per model."""
+        """One step of Algorithm 1 for every model of the run; returns one metrics row per model, on process 0
+        (the rows of this process's models elsewhere)."""
         t_step = time.perf_counter()
         batch = self._batch(step)
         records, infos, batches = {}, {}, {}
-        rollout = dict(n=self.method.n, seed=self.req.seed, grader=self.grader, scoring=self.scoring, world=self.world)
+        rollout = dict(n=self.method.n, seed=self.req.seed, grader=self.grader, scoring=self.scoring)
         for learner in self.learners:
             batches[learner.name] = batch
             if self.method.dynamic_sampling:
@@ -83,14 +94,20 @@ class Trainer:
                     lambda round_: batch if round_ == 0 else self._resample(step, round_),
                     target=len(batch),
                     rounds=self.method.resample_rounds,
+                    world=learner.world,
                     **rollout,
                 )
             else:
-                records[learner.name], infos[learner.name] = rollout_step(learner, step, batch, **rollout)
+                records[learner.name], infos[learner.name] = rollout_step(
+                    learner, step, batch, world=learner.world, **rollout
+                )
+        crossed = self._publish(records, infos, batches)
+        records, infos, batches = ({name: d[name] for name in self.req.models} for d in (records, infos, batches))
+        for name in self.req.models:
             if self.world.is_main:
-                write_step(records[learner.name], self.run_dir.trajectories(learner.name))
-            learner.capability.update(infos[learner.name]["reward_mean"])
-        views = self.peer.views(step, batch, records, self.learners)
+                write_step(records[name], self.run_dir.trajectories(name))
+            self.capabilities[name].update(infos[name]["reward_mean"])
+        views = self.peer.views(step, batch, records, self.capabilities)
         rows = []
         for learner in self.learners:
             view, info = views.get(learner.name), infos[learner.name]
@@ -98,8 +115,8 @@ class Trainer:
             # HACPO's clipped capability ratios P_receiver / P_source and P_source / P_receiver
             own_peer = peer_own = 1.0
             if view is not None and self.method.update == "hacpo":
-                own_peer = capability_ratio(learner.capability.value, view.capability)
-                peer_own = capability_ratio(view.capability, learner.capability.value)
+                own = self.capabilities[learner.name].value
+                own_peer, peer_own = capability_ratio(own, view.capability), capability_ratio(view.capability, own)
             t0 = time.perf_counter()
             groups, exchange_info = self._receive(
                 learner, step, batches[learner.name], records[learner.name], view, own_peer
@@ -109,10 +126,30 @@ class Trainer:
             t0 = time.perf_counter()
             info.update(self._update(learner, groups, step, peer_own))
             info["update_s"] = time.perf_counter() - t0
+            if self.placement.split:
+                info["exchange_bytes"] = crossed
             rows.append({"step": step, "model": learner.name, **info})
+        if self.placement.split:  # every group's rows, in the run's model order
+            mine = rows if all(self.placement.publishes(row["model"]) for row in rows) else []
+            by_model = {row["model"]: row for part in self.world.gather(mine) for row in part}
+            rows = [by_model[name] for name in self.req.models]
         step_time = time.perf_counter() - t_step
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return [{**row, "step_time_s": step_time, "gpu_hours": step_time * gpus / 3600} for row in rows]
+
+    def _publish(self, records: dict, infos: dict, batches: dict) -> int:
+        """Under the split placement, every model's step records, rollout metrics and kept prompts onto every
+        process (each group's first process sends its own); returns the bytes sent between the groups. Nothing
+        crosses when the models are colocated."""
+        if not self.placement.split:
+            return 0
+        mine = {name: (records[name], infos[name], batches[name]) for name in records if self.placement.publishes(name)}
+        payload = pickle.dumps(mine, protocol=pickle.HIGHEST_PROTOCOL) if mine else b""
+        for part in self.world.gather(payload):
+            for name, (rec, info, kept) in (pickle.loads(part) if part else {}).items():
+                if name not in records:
+                    records[name], infos[name], batches[name] = rec, info, kept
+        return int(self.world.sum([len(payload)])[0])
 
     def _batch(self, step: int) -> list[Problem]:
         """The step's prompts: from the run's seeded sampler, or the imported archive's batch that replay follows."""
@@ -154,7 +191,7 @@ class Trainer:
             generator=generator(self.req.seed, "admit", step, learner.name),
             scoring=self.scoring,
             omega_own_peer=omega_own_peer,
-            world=self.world,
+            world=learner.world,
         )
         info = {"candidates": view.candidates if view else 0, **ex.metrics()}
         if view is not None:
@@ -183,11 +220,11 @@ class Trainer:
                     update_index=m,
                     ref_model=learner.ref_model,
                     omega_src_learner=omega_src_learner,
-                    world=self.world,
+                    world=learner.world,
                 )
             )
         if learner.separate_rollout:
-            learner.sync_rollout(self.world)
+            learner.sync_rollout()
         updates = max(len(minibatches), 1)
         fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
         return {
@@ -243,7 +280,7 @@ class Trainer:
                 shutil.rmtree(run.checkpoint_root, ignore_errors=True)
         self.world.barrier()
         if self.req.resume:
-            self.start_step = checkpoint.restore(run, self.learners, self.world)
+            self.start_step = checkpoint.restore(run, self.learners, self.world, self.req.models, self.capabilities)
         if main:  # what a previous run wrote for the steps to come is redone
             checkpoint.trim_after(run, self.start_step, self.req.models)
         if main:
@@ -253,7 +290,7 @@ class Trainer:
         every, minutes = self.cfg.train.checkpoint_every, self.cfg.train.checkpoint_minutes
         keep = self.cfg.train.resumable_checkpoints
         last_save = time.monotonic()
-        dtypes = {learner.name: self.cfg.models[learner.name].dtype for learner in self.learners}
+        dtypes = {name: self.cfg.models[name].dtype for name in self.req.models}
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
             for step in range(self.start_step, self.req.steps):
@@ -264,10 +301,12 @@ class Trainer:
                     tracker.log(step, rows)
                     log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
-                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes, keep)
+                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes, self.capabilities, keep)
                     last_save = time.monotonic()
                 elif minutes is not None and self._time_to_save(last_save, minutes):
-                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes, keep, interim=True)
+                    checkpoint.save(
+                        run, step + 1, self.learners, self.world, dtypes, self.capabilities, keep, interim=True
+                    )
                     last_save = time.monotonic()
             if self.req.eval_dir is not None:
                 from graft.eval.evaluate import Evaluator, evaluate_run

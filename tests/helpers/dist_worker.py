@@ -41,8 +41,8 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     if engine == "fsdp2":
         stepper = optimizer
         weights = lambda: gather_to_main(WeightStream(policy.model), world)  # noqa: E731
-        save = lambda: save_sharded(policy.model, optimizer, out / "ckpt")  # noqa: E731
-        load = lambda: load_sharded(policy.model, optimizer, out / "ckpt")  # noqa: E731
+        save = lambda: save_sharded(policy.model, optimizer, out / "ckpt", world)  # noqa: E731
+        load = lambda: load_sharded(policy.model, optimizer, out / "ckpt", world)  # noqa: E731
     else:  # "zero2" or "zero3"
         from graft.engine import deepspeed_engine
 
