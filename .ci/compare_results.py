@@ -1,7 +1,7 @@
 """Check that two results trees of the same config hold the same training metrics and evaluations.
 
-Timings (step times, GPU-hours, the cost table) and paths differ between runs and are left out; everything else
-must be equal.
+Timings (step times, GPU-hours, the cost table), paths and what only a placement of the processes writes differ
+between runs and are left out; everything else must be equal.
 With --everything, also the report's tables (CSV, cell by cell), the trajectory archives and the checkpoint and
 toy-model weights (byte for byte): what a refactoring that promises unchanged results must keep.
 Usage: python .ci/compare_results.py [--everything] A B
@@ -13,14 +13,16 @@ import json
 import sys
 from pathlib import Path
 
-from graft.results import TIMING_METRICS
+from graft.results import LAYOUT_METRICS, TIMING_METRICS
 
 
 def metrics(root: Path) -> dict[str, list[dict]]:
     out = {}
     for path in sorted(root.glob("runs/*/*/seed*/metrics.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines() if line]
-        out[str(path.relative_to(root))] = [{k: v for k, v in r.items() if k not in TIMING_METRICS} for r in rows]
+        out[str(path.relative_to(root))] = [
+            {k: v for k, v in r.items() if k not in TIMING_METRICS | LAYOUT_METRICS} for r in rows
+        ]
     return out
 
 

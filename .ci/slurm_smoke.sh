@@ -92,3 +92,34 @@ echo "the retried job: $(grep -c '"event": "evaluate_kept"' "$events") kept," \
     "$(grep -c '"event": "evaluate"' "$events") evaluated"
 [ "$(grep -c '"event": "evaluate_kept"' "$events")" -eq "$kept" ] || { echo "kept evaluations were redone"; exit 1; }
 python3 .ci/compare_results.py "$local_results" "$killed_eval"
+
+# Several nodes: a training job of two Slurm tasks on this one node, each task a "node" of torchrun's c10d
+# rendezvous (scale.nodes: 2 of one process each; the rule's srun starts graft.launch in each task), with the
+# split placement, so each task trains one model of the pair. On a copy of the Slurm run's tree with one GRAFT
+# cell removed, that cell is retrained this way; its metrics and every checkpoint's weights (byte for byte) equal
+# the local one-process run's.
+two_tasks="$scratch/slurm_two_tasks"
+cell=graft/P1/seed0
+echo "[slurm smoke] $SECONDS s: a training job of two tasks, each a torchrun node"
+cp -a "$slurm_results" "$two_tasks"
+rm -rf "$two_tasks/runs/$cell"
+python3 - "$scratch/two_tasks.yaml" <<'PY'
+import sys
+
+import yaml
+
+config = yaml.safe_load(open("config/smoke.yaml"))
+config["scale"] = {**config.get("scale", {}), "nodes": 2, "placement": "split"}
+open(sys.argv[1], "w").write(yaml.safe_dump(config, sort_keys=False))
+PY
+timeout -s KILL 900 snakemake "$two_tasks/runs/$cell/done.json" --profile workflow/profiles/slurm-ci \
+    --configfile "$scratch/two_tasks.yaml" --config results="$two_tasks" --set-resources train:nodes=1 \
+    >"$scratch/two_tasks.log" 2>&1 || { tail -50 "$scratch/two_tasks.log"; cat "$two_tasks/logs/train/$cell.log"; exit 1; }
+grep -h "rendezvous\|graft.launch\|srun --ntasks" "$two_tasks/logs/train/$cell.log" "$scratch/two_tasks.log" | head -3 || true
+python3 .ci/compare_results.py "$local_results" "$two_tasks"
+weights=0
+for file in "$local_results/runs/$cell"/checkpoints/step_*/*/model.safetensors; do
+    cmp "$file" "$two_tasks/runs/$cell/${file#"$local_results/runs/$cell/"}"
+    weights=$((weights + 1))
+done
+echo "the two-task job's checkpoints: $weights weight files identical to the one-process run's"

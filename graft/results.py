@@ -31,6 +31,9 @@ TIMING_METRICS = frozenset(
 )
 """The fields of a ``metrics.jsonl`` row that the clock measures: they differ between two runs of the same cell,
 everything else in the row must not."""
+LAYOUT_METRICS = frozenset({"exchange_bytes"})
+"""The fields that only the split placement writes (the bytes its groups send each other per step): the same run
+placed otherwise has none."""
 
 _STEP = re.compile(r"step_(\d{5})(?:\.json|\.parquet)?")
 

@@ -214,9 +214,10 @@ def test_sharded_co_training_run_resumes_as_an_uninterrupted_one(forced_world, t
 def _metrics_without_timings(out: Path) -> list[dict]:
     import json
 
+    from graft.results import LAYOUT_METRICS, TIMING_METRICS
+
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    drop = {"gpu_hours", "exchange_bytes"}
-    return [{k: v for k, v in r.items() if not k.endswith("_s") and k not in drop} for r in rows]
+    return [{k: v for k, v in r.items() if k not in TIMING_METRICS | LAYOUT_METRICS} for r in rows]
 
 
 def _final_weights(out: Path, model: str, step: int = 3) -> dict[str, torch.Tensor]:
