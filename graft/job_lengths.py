@@ -80,12 +80,14 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
     from graft.methods import get_method
 
     w = cfg.workflow
+    gpus = cfg.scale.processes * cfg.scale.nodes
 
     def train_hours(cell) -> float | None:
         if not w.gpu_hours_per_step:
             return None
         n = get_method(cell.method, cfg.methods).n
-        return cfg.train.steps * len(cell.models) * (n / 8) * w.gpu_hours_per_step / cfg.scale.processes
+        # the same under either placement: split, each model has 1/K of the GPUs for the whole step
+        return cfg.train.steps * len(cell.models) * (n / 8) * w.gpu_hours_per_step / gpus
 
     each = {model: evaluation_hours(cfg, model) for model in cfg.models}  # reads the benchmark files once
 
@@ -98,7 +100,7 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
             "train",
             "training",
             [train_hours(c) for c in cells],
-            cfg.scale.processes,
+            gpus,
             "train.checkpoint_minutes (a job killed at its limit resumes from its last checkpoint when retried)",
         )
     ]

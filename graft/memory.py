@@ -137,22 +137,40 @@ def model_sizes(cfg: RunConfig, name: str) -> ModelSizes | None:
     return spec.sizes
 
 
-def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
-    """Per-GPU peak of each phase of a step of a cell training ``models`` (colocated: every model sharded over
-    all ``scale.processes`` GPUs); None when a model's sizes are unknown.
+def shards_per_model(cfg: RunConfig, models: tuple[str, ...]) -> int:
+    """How many processes hold a shard of each of the cell's models: all of the job's (colocated), its own group's
+    (split, one group per model), and within one node only under hybrid sharding (replicated across nodes)."""
+    scale = cfg.scale
+    groups = len(models) if scale.placement == "split" and len(models) > 1 else 1
+    size = scale.processes * scale.nodes // groups
+    return min(size, scale.processes) if scale.sharding == "hybrid" else size
 
-    Every phase holds the resident state of all the cell's models: float32 parameters and AdamW's two moments,
-    sharded over the processes (gradients, also sharded, only from the update's backward to its step). On top:
-    rollout: one model's vLLM engine awake at its memory share (the others asleep, nothing held); scoring and
-    update: the model's gathered output projection and one gathered layer in the compute dtype, the activations
-    of one forward pass at ``train.micro_batch_tokens`` and the log-prob chunk; weight sync: the whole model
-    gathered one tensor at a time (graft.engine.weight_sync), at most the largest tensor in float32."""
+
+def cell_phases(cfg: RunConfig, models: tuple[str, ...]) -> list[Phase] | None:
+    """Per-GPU peak of each phase of a step of a cell training ``models``; None when a model's sizes are unknown.
+
+    Colocated, every GPU holds every model of the cell, each sharded over ``shards_per_model`` processes; split,
+    a GPU holds one model, sharded over its own group, and the peak is that of the model whose GPUs need most.
+    A GPU's resident state is its models' float32 parameters and AdamW's two moments, sharded (gradients, also
+    sharded, only from the update's backward to its step). On top: rollout: one model's vLLM engine awake at its
+    memory share (the others asleep, nothing held); scoring and update: the model's gathered output projection
+    and one gathered layer in the compute dtype, the activations of one forward pass at
+    ``train.micro_batch_tokens`` and the log-prob chunk; weight sync: the whole model gathered one tensor at a
+    time (graft.engine.weight_sync), at most the largest tensor in float32."""
     sizes = {m: model_sizes(cfg, m) for m in models}
     if any(s is None for s in sizes.values()):
         return None
+    p = shards_per_model(cfg, models)
+    if cfg.scale.placement == "split" and len(models) > 1:
+        alone = [_phases(cfg, {m: s}, p) for m, s in sizes.items()]
+        return [max(phase, key=lambda ph: ph.gb) for phase in zip(*alone, strict=True)]
+    return _phases(cfg, sizes, p)
+
+
+def _phases(cfg: RunConfig, sizes: dict[str, ModelSizes], p: int) -> list[Phase]:
+    """The phases of a GPU that holds ``sizes``' models, each sharded over ``p`` processes."""
     t, scale = cfg.train, cfg.scale
-    p = scale.processes
-    compute = 2 if any(cfg.models[m].dtype == "bfloat16" for m in models) else 4
+    compute = 2 if any(cfg.models[m].dtype == "bfloat16" for m in sizes) else 4
     resident = sum(12 * parameters(s) for s in sizes.values()) / p
     row = t.max_prompt_tokens + t.max_response_tokens
     tokens = t.micro_batch_tokens or t.micro_batch * row

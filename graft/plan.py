@@ -12,7 +12,7 @@ from pathlib import Path
 from graft.config import RunConfig
 from graft.errors import ConfigError
 from graft.job_lengths import job_kinds, job_lines, profile_runtimes
-from graft.memory import Phase, cell_phases, model_sizes
+from graft.memory import Phase, cell_phases, model_sizes, shards_per_model
 from graft.methods import get_method
 from graft.results import ResultsTree, RunDir, replay_cell
 
@@ -86,7 +86,13 @@ def check_memory(cfg: RunConfig, cells: list[TrainingCell]) -> None:
                     f"memory: the {phase.name} phase of {' + '.join(models)} needs {phase.gb:.1f} GB per GPU, more "
                     f"than scale.gpu_memory_gb = {cfg.scale.gpu_memory_gb:g}; lower {phase.setting}"
                     + (" or raise scale.processes" if phase.setting != "scale.processes" else "")
+                    + (" or scale.nodes" + split_hint(cfg, models))
                 )
+
+
+def split_hint(cfg: RunConfig, models: tuple[str, ...]) -> str:
+    """The split placement as a way to hold co-trained models in less memory per GPU, where it is not in use."""
+    return " or use scale.placement: split" if cfg.scale.placement == "colocated" and len(models) > 1 else ""
 
 
 def base_seeds(cfg: RunConfig, model: str) -> list[int]:
@@ -156,26 +162,34 @@ def estimate_basis(cfg: RunConfig) -> list[str]:
 
 
 def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
-    """The memory plan as ``graft plan`` prints it: per set of models trained together, each phase's peak."""
+    """The memory plan as ``graft plan`` prints it: per set of models trained together, where they run (placement,
+    nodes, GPUs, and over how many GPUs each model is sharded) and each phase's peak per GPU."""
     s = cfg.scale
     lines = [
-        f"memory per GPU (GB; {s.processes} process{'es' * (s.processes != 1)}, scale.gpu_memory_gb = "
-        f"{s.gpu_memory_gb:g}; graft/memory.py says what each phase holds):"
+        f"placement and memory per GPU (GB; scale.placement: {s.placement}, scale.sharding: {s.sharding}, "
+        f"{s.nodes} node(s) x {s.processes} GPU(s) per job, scale.gpu_memory_gb = {s.gpu_memory_gb:g}; "
+        "graft/memory.py says what each phase holds):"
     ]
     names = None
     for models, phases in memory_plans(cfg, cells).items():
+        split = s.placement == "split" and len(models) > 1
+        where = (
+            f"{'split' if split else 'colocated':<10}{s.nodes:>6}{s.nodes * s.processes:>6}"
+            f"{shards_per_model(cfg, models):>8}"
+        )
         if phases is None:
             unknown = [m for m in models if model_sizes(cfg, m) is None]
             lines.append(
-                f"  {' + '.join(models)}: sizes of {', '.join(unknown)} unknown"
+                f"  {' + '.join(models):<28}{where}  sizes of {', '.join(unknown)} unknown"
                 " (no config.json at the model's path yet, no models.<m>.sizes)"
             )
             continue
         if names is None:
             names = [p.name for p in phases]
-            lines.append(f"  {'models':<28}" + "".join(f"{n:>13}" for n in names) + f"{'peak':>9}")
+            head = f"{'placement':<10}{'nodes':>6}{'GPUs':>6}{'shards':>8}"
+            lines.append(f"  {'models':<28}{head}" + "".join(f"{n:>13}" for n in names) + f"{'peak':>9}")
         peak = max(p.gb for p in phases)
-        lines.append(f"  {' + '.join(models):<28}" + "".join(f"{p.gb:>13.1f}" for p in phases) + f"{peak:>9.1f}")
+        lines.append(f"  {' + '.join(models):<28}{where}" + "".join(f"{p.gb:>13.1f}" for p in phases) + f"{peak:>9.1f}")
     return lines
 
 

@@ -44,6 +44,8 @@ def place(models: list[str], world: World, placement: str, node_processes: int, 
 
     ``node_processes``: processes per node (``scale.processes``), for hybrid sharding and for each group's
     first process on a node (where a rollout engine's weights are written once per node)."""
+    if not world.distributed:
+        return Placement(world, {m: world for m in models}, {m: 1 for m in models}, False)
     count = len(models) if placement == "split" and len(models) > 1 else 1
     if world.size % count:
         raise ConfigError(
@@ -51,8 +53,6 @@ def place(models: list[str], world: World, placement: str, node_processes: int, 
             f"{world.size} processes; expected a multiple of {count}"
         )
     size = world.size // count
-    if not world.distributed:
-        return Placement(world, {m: world for m in models}, {m: 1 for m in models}, False)
     mine = world.rank // size
     per_node = min(size, node_processes)
     hybrid = sharding == "hybrid" and size > node_processes and size % node_processes == 0

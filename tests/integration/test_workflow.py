@@ -360,6 +360,19 @@ def test_paper_config_dry_run_through_the_slurm_profile():
     assert counts["report"] == 1
 
 
+def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
+    """config/pair-8b.yaml through the paper's Slurm profile: every training job asks for 2 nodes, one Slurm task
+    on each (started by the job's own srun: the executor's "mpi" resource) and 4 GPUs per node."""
+    out = run(
+        tool("snakemake"), "all", "--profile", "slurm", "--configfile", "config/pair-8b.yaml", "--dry-run", check=True
+    )
+    counts = job_counts(out)
+    assert counts["train"] == 2 * 3 + 3  # grpo_n8 for each model and graft on the pair, 3 seeds each
+    train = [line for line in (out.stdout + out.stderr).splitlines() if "cpus_per_task=64" in line]
+    assert len(train) == counts["train"]
+    assert all("nodes=2, tasks=2, mpi=srun, gres=gpu:h200:4" in line for line in train), train[0]
+
+
 LOCAL_RULES = """
 import sys
 from pathlib import Path

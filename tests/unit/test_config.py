@@ -118,11 +118,11 @@ def test_cell_seeds_name_models_or_pairs_and_replay_needs_the_peers_stored_seed(
 
 
 def test_paper_scale_matches_the_slurm_profile():
-    """One process per GPU: the training job's GPUs are the processes torchrun starts."""
+    """One process per GPU: the training job's GPUs per node are the processes torchrun starts on it."""
     cfg = load_config("config/paper.yaml")
     profile = yaml.safe_load(Path("workflow/profiles/slurm/config.yaml").read_text())
     train = profile["set-resources"]["train"]
-    assert cfg.scale.processes == train["gpu"] == 4 and train["tasks_per_gpu"] == 0
+    assert train["gres"] == f"gpu:h200:{cfg.scale.processes}" and train["tasks_per_gpu"] == 0
     assert cfg.scale.rollout == "vllm" and cfg.scale.gradient_checkpointing
     assert cfg.train.micro_batch_tokens >= cfg.train.max_prompt_tokens + cfg.train.max_response_tokens
 
@@ -256,9 +256,11 @@ def test_plan_command(capsys):
         line = next(x for x in out.splitlines() if x.startswith(f"prompt of {model}: "))
         assert "{problem} " + suffix in line, line
     # the memory plan: every model and pair, each phase, a peak within the H200's 141 GB
-    plan = out[out.index("memory per GPU") :].splitlines()
-    assert plan[1].split() == ["models", "rollout", "scoring", "update", "weight", "sync", "peak"]
-    rows = {line.rsplit(None, 5)[0].strip(): [float(x) for x in line.split()[-5:]] for line in plan[2:8]}
+    plan = out[out.index("placement and memory per GPU") :].splitlines()
+    head = ["models", "placement", "nodes", "GPUs", "shards", "rollout", "scoring", "update", "weight", "sync", "peak"]
+    assert plan[1].split() == head
+    assert all(line.split()[-9:-5] == ["colocated", "1", "4", "4"] for line in plan[2:8])
+    rows = {line.rsplit(None, 9)[0].strip(): [float(x) for x in line.split()[-5:]] for line in plan[2:8]}
     assert set(rows) == {
         "smollm3",
         "qwen3",
@@ -279,7 +281,7 @@ def test_a_config_that_cannot_fit_is_refused_before_anything_runs(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert re.fullmatch(
         r".*memory: the update phase of \w+ needs [\d.]+ GB per GPU, more than scale.gpu_memory_gb = 141; "
-        r"lower train.micro_batch_tokens or train.logits_chunk_mib or raise scale.processes",
+        r"lower train.micro_batch_tokens or train.logits_chunk_mib or raise scale.processes or scale.nodes",
         err,
     ), err
     with pytest.raises(ConfigError, match="memory: the update phase"):

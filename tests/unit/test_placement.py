@@ -1,0 +1,89 @@
+"""Where a run's models live (graft.engine.placement), how a training job starts its processes (graft.launch),
+and what the placement does to graft plan's memory and job lengths."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from graft.config import ConfigError, config_from_dict, read_yaml
+from graft.engine.distributed import SINGLE
+from graft.engine.placement import place
+from graft.job_lengths import job_kinds
+from graft.launch import main as launch_main
+from graft.launch import torchrun_command, train_launcher
+from graft.memory import cell_phases, shards_per_model
+from graft.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(path: str, **scale):
+    data = read_yaml(ROOT / path)
+    return config_from_dict({**data, "scale": {**data["scale"], **scale}})
+
+
+def test_one_process_holds_every_model_under_either_placement():
+    for placement in ("colocated", "split"):
+        p = place(["A", "B"], SINGLE, placement, node_processes=1)
+        assert list(p.homes) == ["A", "B"] and not p.split and p.publishes("A") and p.publishes("B")
+
+
+def test_split_needs_an_equal_share_of_the_processes_for_each_model():
+    with pytest.raises(ConfigError, match="expected a multiple of 2"):
+        _config("config/paper.yaml", placement="split", processes=3)
+    _config("config/paper.yaml", placement="split", processes=3, nodes=2)  # 6 processes, 3 each
+
+
+def test_deepspeed_shards_over_the_whole_job_only():
+    with pytest.raises(ConfigError, match=r"scale.engine: fsdp2"):
+        _config("config/paper.yaml", placement="split", engine="deepspeed")
+
+
+def test_launchers_for_one_process_one_node_and_several_nodes():
+    # several nodes: the rendezvous port is 29500 + the job id modulo 20000
+    cfg = _config("config/paper.yaml")
+    assert train_launcher(dataclasses.replace(cfg.scale, processes=1)) == "graft"
+    assert train_launcher(cfg.scale) == "torchrun --standalone --nproc-per-node 4 -m graft.cli"
+    several = train_launcher(dataclasses.replace(cfg.scale, nodes=2))
+    assert several.startswith("srun --ntasks 2 ") and "-m graft.launch --nodes 2 --processes 4 --" in several
+    command = torchrun_command(2, 4, "gpu07", "123456", ["train", "--seed", "0"])
+    assert command[3:8] == ["--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu07:32956",
+                            "--rdzv-id=123456"]  # fmt: skip
+    assert command[-4:] == ["graft.cli", "train", "--seed", "0"]
+
+
+def test_the_multi_node_launcher_outside_slurm_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        launch_main(["--nodes", "2", "--processes", "1", "--", "train"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "needs a Slurm job" in err and err.count("\n") == 1
+
+
+def test_split_memory_is_the_neediest_model_alone_on_its_share_of_the_gpus():
+    split = _config("config/paper.yaml", placement="split")
+    colocated = _config("config/paper.yaml", processes=2)
+    pair = ("smollm3", "qwen3")
+    assert shards_per_model(split, pair) == 2 and shards_per_model(split, ("qwen3",)) == 4
+    alone = [cell_phases(colocated, (m,)) for m in pair]  # each model alone on 2 GPUs
+    for i, phase in enumerate(cell_phases(split, pair)):
+        assert phase.gb == max(a[i].gb for a in alone)
+    # hybrid sharding over two nodes shards within a node only
+    assert shards_per_model(_config("config/paper.yaml", nodes=2, sharding="hybrid"), pair) == 4
+    assert shards_per_model(_config("config/paper.yaml", nodes=2), pair) == 8
+
+
+def test_the_larger_pair_plans_split_over_two_nodes_and_is_refused_on_one_gpu_each():
+    cfg = _config("config/pair-8b.yaml")
+    cells = training_cells(cfg)
+    check_memory(cfg, cells)
+    assert cfg.scale.nodes == 2 and cfg.scale.placement == "split"
+    train = job_kinds(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg))[0]
+    assert train.gpus == 8
+    tight = _config("config/pair-8b.yaml", nodes=1, processes=2)  # one GPU per model
+    with pytest.raises(ConfigError, match=r"memory: the update phase of qwen3_8b \+ llama31_8b needs"):
+        check_memory(tight, training_cells(tight))
