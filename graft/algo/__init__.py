@@ -23,8 +23,10 @@ from graft.algo.objectives import (
 )
 from graft.algo.ordering import ORDERS, minibatch_order
 from graft.algo.selection import (
+    PEER_CHOICES,
     balanced_selection,
     exchange_candidates,
+    group_selection,
     random_prompt_selection,
     sample_one_success,
     select_with_ties,
@@ -33,6 +35,7 @@ from graft.algo.selection import (
 
 __all__ = [
     "ORDERS",
+    "PEER_CHOICES",
     "RATIO_OBJECTIVES",
     "CapabilityTracker",
     "balanced_selection",
@@ -42,6 +45,7 @@ __all__ = [
     "compatibility",
     "exchange_candidates",
     "group_advantages",
+    "group_selection",
     "hacpo_advantages",
     "hacpo_cross_clip_lower",
     "hacpo_loss",

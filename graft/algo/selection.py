@@ -72,6 +72,60 @@ def balanced_selection(
     return select_with_ties(cand_ab, k_a, m), select_with_ties(cand_ba, k_b, m)
 
 
+PEER_CHOICES = ("most_successes", "random")
+
+
+def group_selection(
+    k: torch.Tensor,
+    n: int,
+    balanced: bool = True,
+    choice: str = "most_successes",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The exchange in a group of K >= 2 models: for each receiver and prompt, the one peer whose whole group
+    replaces the receiver's all-fail group, or -1 for none.
+
+    1. Candidates (Eq. 4 for every direction): receiver r failed all n samples (k_r = 0) and peer s's group is
+       mixed (1 <= k_s < n).
+    2. One peer per candidate prompt. ``most_successes``: the peer with the largest k_s, the key by which
+       SelectWithTies ranks a direction's prompts (the group with the most successes holds the most correct
+       demonstrations the receiver lacks); ties go to the peer first in the group's order (deterministic and
+       free: a tie-break by the gate's score would need the receiver's forward pass over every tied group).
+       ``random``: a candidate peer drawn uniformly (``generator``), the ablation of that choice.
+    3. Balancing (Algorithm 1 lines 13-16, per pair of models): for every pair {a, b}, m = the smaller of the
+       counts of prompts b takes from a and a takes from b; each direction keeps its first m prompts ranked by its
+       source's k, with the ties at the boundary (``select_with_ties``). A prompt dropped here is not offered to
+       another peer: the receiver trains on its own group there.
+
+    With K = 2 this is exactly ``balanced_selection`` of the two directions' ``exchange_candidates``.
+
+    Args:
+        k: [K, G] success counts of each model on each prompt of the step.
+        n: group size.
+
+    Returns:
+        long [K, G]: the source model's index for each (receiver, prompt), -1 where it takes no peer group.
+    """
+    if choice not in PEER_CHOICES:
+        raise ValueError(f"choice must be one of {PEER_CHOICES}, got {choice!r}")
+    models = k.shape[0]
+    mixed = (k >= 1) & (k < n)
+    cand = (k == 0)[:, None, :] & mixed[None, :, :]  # [receiver, source, G]; r == s never: k_r = 0 is not mixed
+    if choice == "most_successes":
+        score = torch.where(cand, k[None, :, :].to(torch.float32), -1.0)
+    else:
+        score = torch.where(cand, torch.rand(cand.shape, generator=generator), -1.0)
+    source = torch.where(cand.any(dim=1), score.argmax(dim=1), -1)  # argmax: the first of tied maxima
+    if balanced:
+        for a in range(models):
+            for b in range(a + 1, models):
+                ab, ba = source[b] == a, source[a] == b  # b takes from a; a takes from b
+                m = min(int(ab.sum()), int(ba.sum()))
+                source[b] = torch.where(ab & ~select_with_ties(ab, k[a], m), -1, source[b])
+                source[a] = torch.where(ba & ~select_with_ties(ba, k[b], m), -1, source[a])
+    return source
+
+
 def random_prompt_selection(count: int, num_prompts: int, generator: torch.Generator) -> torch.Tensor:
     """Count-matched random prompts (paper Appendix G): ``count`` prompts drawn uniformly from the batch.
 

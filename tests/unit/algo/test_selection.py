@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 from graft.algo import (
     balanced_selection,
     exchange_candidates,
+    group_selection,
     random_prompt_selection,
     sample_one_success,
     select_with_ties,
@@ -116,3 +117,59 @@ def test_sample_one_success_is_uniform_over_correct():
     counts = torch.bincount(idx, minlength=8)
     assert counts[[0, 2, 4, 6, 7]].sum() == 0
     assert ((counts[[1, 3, 5]].float() / 3000 - 1 / 3).abs() < 0.04).all()
+
+
+def test_group_selection_hand_worked():
+    # three models, n = 4, four prompts (columns). Prompt 0: A fails, B and C mixed -> A takes C's (3 > 2
+    # successes). Prompt 1: B fails, A and C tie at 2 -> B takes A's (first in the group's order). Prompt 2: C
+    # fails, A mixed, B all-correct (not a candidate) -> C takes A's. Prompt 3: nobody fails.
+    k = t(0, 2, 3, 1, 2, 0, 4, 1, 3, 2, 0, 1).reshape(3, 4)
+    unbalanced = group_selection(k, 4, balanced=False)
+    assert unbalanced.tolist() == [[2, -1, -1, -1], [-1, 0, -1, -1], [-1, -1, 0, -1]]
+    # balanced per pair: A->B 1 vs B->A 0: dropped; A->C 1 vs C->A 1: both kept; B and C exchange nothing
+    assert group_selection(k, 4).tolist() == [[2, -1, -1, -1], [-1, -1, -1, -1], [-1, -1, 0, -1]]
+
+
+@st.composite
+def group_case(draw):
+    models = draw(st.integers(2, 4))
+    g = draw(st.integers(1, 30))
+    n = draw(st.sampled_from([2, 4, 8]))
+    k = torch.tensor(draw(st.lists(st.integers(0, n), min_size=models * g, max_size=models * g)))
+    return k.reshape(models, g), n
+
+
+@given(selection_case())
+def test_group_selection_of_two_models_is_the_papers_balanced_selection(case):
+    k_a, k_b, n = case
+    sel_ab, sel_ba = balanced_selection(exchange_candidates(k_b, k_a, n), k_a, exchange_candidates(k_a, k_b, n), k_b)
+    source = group_selection(torch.stack([k_a, k_b]), n)
+    assert torch.equal(source[1] == 0, sel_ab) and torch.equal(source[0] == 1, sel_ba)
+    assert set(source[0].tolist()) <= {-1, 1} and set(source[1].tolist()) <= {-1, 0}
+
+
+@given(group_case(), st.booleans(), st.sampled_from(["most_successes", "random"]), st.integers(0, 2**31 - 1))
+def test_group_selection_properties(case, balanced, choice, seed):
+    k, n = case
+    generator = torch.Generator().manual_seed(seed)
+    source = group_selection(k, n, balanced=balanced, choice=choice, generator=generator)
+    unbalanced = group_selection(k, n, balanced=False, choice=choice, generator=torch.Generator().manual_seed(seed))
+    models = k.shape[0]
+    for r in range(models):
+        for g in range(k.shape[1]):
+            s = int(source[r, g])
+            if s < 0:
+                continue
+            # a candidate of Eq. 4: the receiver failed all, the chosen peer is mixed; never itself
+            assert s != r and k[r, g] == 0 and 1 <= k[s, g] < n
+            # balancing only removes: a kept choice is the unbalanced one
+            assert int(unbalanced[r, g]) == s
+            if choice == "most_successes":  # no candidate peer has more successes
+                others = [int(k[p, g]) for p in range(models) if p != r and 1 <= k[p, g] < n]
+                assert int(k[s, g]) == max(others)
+    if balanced:  # per pair, each direction keeps at least the smaller count (more only through ties)
+        for a in range(models):
+            for b in range(a + 1, models):
+                m = min(int((unbalanced[b] == a).sum()), int((unbalanced[a] == b).sum()))
+                kept_ab, kept_ba = int((source[b] == a).sum()), int((source[a] == b).sum())
+                assert (kept_ab >= m and kept_ba >= m) if m else kept_ab == kept_ba == 0
