@@ -360,6 +360,9 @@ class WorkflowSpec:
     dynamic sampling, the paper's Table 5 and Figure 3a)."""
     pair_methods: list[str] = field(default_factory=lambda: ["graft", "hacpo", "sgt"])
     """Co-training presets: graft runs on every pair, the others on ``baseline_pairs``."""
+    group_methods: list[str] = field(default_factory=lambda: ["graft"])
+    """Presets that run on every group of ``groups`` (GRAFT and the variants a group can run:
+    ``graft.methods.group_problem``)."""
     replay: bool = True
     """Archive replay for both directions of every pair of ``baseline_pairs``, from the peer's stored grpo_n8
     run."""
@@ -569,6 +572,10 @@ class RunConfig:
 
     pairs: dict[str, list[str]] = field(default_factory=dict)
     """Named model pairs for co-training, e.g. P1: [smollm3, qwen3]."""
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    """Named groups of three or more models co-trained in one cell (``workflow.group_methods``), e.g.
+    G1: [smol, qwen, octo]: a model's all-fail prompt takes one peer's mixed group (graft.algo.group_selection).
+    A pair is the group of two and stays under ``pairs``."""
 
     toy: ToySpec | None = None
     """The toy world's build settings; None for real models."""
@@ -600,10 +607,23 @@ class RunConfig:
             problem = self.scale.split_problem(len(members))
             if problem:
                 raise ConfigError(f"{problem} (pairs.{pair})")
+        for group, members in self.groups.items():
+            if len(members) < 3 or len(set(members)) != len(members):
+                raise ConfigError(
+                    f"groups.{group}: expected three or more different model names (two are a pair), got {members}"
+                )
+            if group in self.pairs or group in self.models:
+                raise ConfigError(f"groups.{group}: the name of a pair or model; a group needs its own")
+            for member in members:
+                if member not in self.models:
+                    raise ConfigError(f"groups.{group}: unknown model {member!r}; models: {', '.join(self.models)}")
+            problem = self.scale.split_problem(len(members))
+            if problem:
+                raise ConfigError(f"{problem} (groups.{group})")
         w = self.workflow
         from graft.methods import PRESETS
 
-        for field_name in ("grpo", "pair_methods", "ablations"):
+        for field_name in ("grpo", "pair_methods", "group_methods", "ablations"):
             for name in getattr(w, field_name):
                 if name not in PRESETS and name not in self.methods:
                     raise ConfigError(f"workflow.{field_name}: unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
@@ -616,17 +636,17 @@ class RunConfig:
             for name in names or []:
                 if name not in known:
                     raise ConfigError(f"workflow.{field_name}: unknown {kind} {name!r}; {kind}s: {', '.join(known)}")
-        scheduled = {*w.grpo, *w.pair_methods, *w.ablations, *(["replay"] if w.replay else [])}
+        scheduled = {*w.grpo, *w.pair_methods, *w.group_methods, *w.ablations, *(["replay"] if w.replay else [])}
         for name in w.method_seeds:
             if name not in scheduled:
                 raise ConfigError(
                     f"workflow.method_seeds: {name!r} is not scheduled; allowed: {', '.join(sorted(scheduled))}"
                 )
         for name in w.cell_seeds:
-            if name not in self.models and name not in self.pairs:
+            if name not in self.models and name not in self.pairs and name not in self.groups:
                 raise ConfigError(
-                    f"workflow.cell_seeds: {name!r} is neither a model nor a pair; allowed: "
-                    f"{', '.join([*self.models, *self.pairs])}"
+                    f"workflow.cell_seeds: {name!r} is neither a model, a pair nor a group; allowed: "
+                    f"{', '.join([*self.models, *self.pairs, *self.groups])}"
                 )
         for name in self.toy.models if self.toy else {}:
             if name not in self.models:

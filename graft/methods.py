@@ -34,6 +34,11 @@ class Method:
     """Balanced exchange (Section 4.1): keep the top m = min(|C_AB|, |C_BA|) per direction, with ties.
     Needs a live peer; with random_prompts it sets the count to match."""
 
+    peer_choice: Literal["most_successes", "random"] = "most_successes"
+    """In a group of more than two models, which peer's group replaces a receiver's all-fail group when several
+    peers have a mixed one on the prompt (graft.algo.group_selection): the one with the most successes (ties to
+    the peer first in the group), or one drawn at random (the ablation). Pairs have one peer."""
+
     transfer: Literal["group", "success_only", "one_success"] = "group"
     """What the peer sends for a selected prompt: its whole group; only its correct responses (advantages
     still from the full group); or one correct response drawn uniformly (SGT)."""
@@ -172,13 +177,26 @@ def _check_method(m: Method) -> None:
         _fail("admission", "'random' needs gate 'compat': the floor sets the admission count")
 
 
+def group_problem(m: Method) -> str | None:
+    """Why a method cannot train a group of more than two models, or None. A group's exchange is GRAFT's: live
+    peers, complementary prompts, each transferred group with its source's advantages; HACPO and the pooled
+    advantage combine exactly two groups, SGT's and the other selections' rules are defined for one peer."""
+    if m.peer != "live":
+        return f"peer {m.peer!r}: a group co-trains its models (peer 'live')"
+    if m.select != "complementary":
+        return f"select {m.select!r}: a group selects by Eq. 4 in every direction (select 'complementary')"
+    if m.advantage != "source" or m.update not in ("clipped", "luffy"):
+        return f"advantage {m.advantage!r} and update {m.update!r}: they combine exactly two groups"
+    return None
+
+
 class Preset(NamedTuple):
     method: Method
     label: str
     """How reports name the row."""
     table: str
     """Where the paper reports it: "1" (main table), "2a", "2b", "F" (delta sweep), "stored", "5" (the cost
-    table only)."""
+    table only); "group": beyond the paper, for groups of more than two models."""
     note: str = ""
     """The definition we chose where the paper's text leaves it open, with the passage it rests on
     (``graft methods`` prints it)."""
@@ -251,6 +269,14 @@ PRESETS: dict[str, Preset] = {
     "graft_hacpo_update": Preset(_graft(**_HACPO_UPDATE), "HACPO update", "2b"),
     "graft_sgt_update": Preset(_graft(**_SGT_UPDATE), "SFT update (SGT)", "2b"),
     "graft_luffy_update": Preset(_graft(update="luffy", gate="none"), "LUFFY update", "2b"),
+    # Beyond the paper: the peer choice in a group of more than two models.
+    "graft_random_peer": Preset(
+        _graft(peer_choice="random"),
+        "random peer",
+        "group",
+        "groups of more than two models only: a receiver's all-fail group is replaced by a candidate peer's drawn "
+        "uniformly, not by the peer with the most successes (the paper trains pairs only)",
+    ),
 }
 
 

@@ -13,7 +13,7 @@ from graft.config import RunConfig
 from graft.errors import ConfigError
 from graft.job_lengths import job_kinds, job_lines, profile_runtimes
 from graft.memory import Phase, cell_phases, model_sizes, shards_per_model
-from graft.methods import get_method
+from graft.methods import get_method, group_problem
 from graft.results import ResultsTree, RunDir, replay_cell
 
 
@@ -55,6 +55,9 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
         if w.replay and pair in baseline_pairs:
             for receiver, peer in ((a, b), (b, a)):
                 add("replay", replay_cell(receiver, peer), (receiver,), peer)
+    for group, members in cfg.groups.items():
+        for method in w.group_methods:
+            add(method, group, tuple(members))
     ablated = cfg.ablations_pair()
     if ablated is not None:
         for method in w.ablations:
@@ -67,7 +70,10 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
                 f" is not planned; give replay (method_seeds) or {c.models[0]} (cell_seeds) seeds that {c.peer}'s"
                 " grpo_n8 trains"
             )
-        get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
+        method = get_method(c.method, cfg.methods)  # every preset must resolve before anything runs
+        problem = group_problem(method) if len(c.models) > 2 else None
+        if problem:
+            raise ConfigError(f"workflow.group_methods: {c.method!r} cannot train group {c.cell}: {problem}")
     check_memory(cfg, cells)
     return cells
 

@@ -94,6 +94,26 @@ class StepRecords:
             trained,
         )
 
+    @staticmethod
+    def mix(parts: list[StepRecords], pick: list[int], model: str) -> StepRecords:
+        """Records of one step whose group g is ``parts[pick[g]]``'s group g: what a receiver in a group of models
+        takes from its several peers, each prompt from the peer chosen for it."""
+        rows = lambda name: [getattr(parts[p], name)[g] for g, p in enumerate(pick)]  # noqa: E731
+        trained = None if any(p.trained_logprobs is None for p in parts) else rows("trained_logprobs")
+        index, groups = torch.tensor(pick, dtype=torch.long), torch.arange(len(pick))
+        return StepRecords(
+            model,
+            parts[0].step,
+            list(parts[0].prompt_ids),
+            rows("texts"),
+            rows("token_ids"),
+            rows("logprobs"),
+            torch.stack([p.rewards for p in parts])[index, groups],
+            torch.stack([p.advantages for p in parts])[index, groups],
+            rows("truncated"),
+            trained,
+        )
+
     def behaviour_logprobs(self, g: int, i: int) -> list[float]:
         """pi_old's per-token log-probs of response (g, i), the denominator of the ratio (Eqs. 3 and 9)."""
         return (self.trained_logprobs or self.logprobs)[g][i]

@@ -1,6 +1,7 @@
-"""Where a receiver's transferred responses come from: the co-trained model of a live pair, or an archive of
-another model's stored GRPO trajectories (archive replay). Both give, per step and receiver, one ``PeerView``;
-the exchange that turns it into training groups is the same code for both (graft.train.exchange)."""
+"""Where a receiver's transferred responses come from: the co-trained model of a live pair, the co-trained peers
+of a group of three or more, or an archive of another model's stored GRPO trajectories (archive replay). Each
+gives, per step and receiver, one ``PeerView``; the exchange that turns it into training groups is the same code
+for all (graft.train.exchange)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from graft.algo import CapabilityTracker, success_counts
+from graft.algo import CapabilityTracker, group_selection, success_counts
 from graft.data.imports import follows_prompts
 from graft.data.problems import Problem
 from graft.data.records import StepRecords, read_step
@@ -68,6 +69,45 @@ class LivePair:
             recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capabilities[src].value)
             for src, recv in directions
         }
+
+
+class LiveGroup:
+    """Three or more co-trained models: each all-fail prompt of a receiver takes at most one peer's mixed group
+    (graft.algo.group_selection), balanced per pair of models when the method says so."""
+
+    def __init__(self, method: Method, seed: int):
+        self.method, self.seed = method, seed
+
+    def views(
+        self,
+        step: int,
+        batch: list[Problem],
+        records: dict[str, StepRecords],
+        capabilities: dict[str, CapabilityTracker],
+    ) -> dict[str, PeerView]:
+        """Every model's view: its peers' records mixed prompt by prompt (the chosen peer's group where one is
+        chosen, else the group of the peer with the most successes), and how many prompts it takes from each."""
+        names = list(records)
+        k = torch.stack([success_counts(records[name].rewards) for name in names])
+        n = self.method.n
+        source = group_selection(
+            k, n, self.method.balanced, self.method.peer_choice, generator(self.seed, "select", step)
+        )
+        mixed = ((k >= 1) & (k < n)).any(dim=0)
+        views = {}
+        for r, receiver in enumerate(names):
+            peers = [i for i in range(len(names)) if i != r]
+            best = [peers[int(k[peers, g].argmax())] for g in range(k.shape[1])]
+            pick = [int(s) if s >= 0 else best[g] for g, s in enumerate(source[r].tolist())]
+            metrics = {f"received_from_{names[s]}": int((source[r] == s).sum()) for s in peers}
+            views[receiver] = PeerView(
+                StepRecords.mix([records[name] for name in names], pick, "peers"),
+                source[r] >= 0,
+                int(((k[r] == 0) & mixed).sum()),
+                sum(capabilities[names[s]].value for s in peers) / len(peers),
+                metrics,
+            )
+        return views
 
 
 class ArchivePeer:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
-from graft.methods import Method
+from graft.methods import Method, group_problem
 from graft.results import trajectory_file
 
 
@@ -36,10 +36,13 @@ def validate_request(req: TrainRequest) -> None:
     if unknown:
         raise ConfigError(f"--models: unknown model {unknown[0]!r}; models: {', '.join(req.config.models)}")
     if len(set(req.models)) != len(req.models):
-        raise ConfigError("--models: the two models of a pair must differ")
+        raise ConfigError("--models: the models of a pair or group must differ")
     live = req.method.peer == "live"
-    if live and len(req.models) != 2:
-        raise ConfigError(f"--models: method with a live peer needs two models A,B, got {len(req.models)}")
+    if live and len(req.models) < 2:
+        raise ConfigError(f"--models: method with a live peer needs two or more models A,B,..., got {len(req.models)}")
+    problem = group_problem(req.method) if len(req.models) > 2 else None
+    if problem:
+        raise ConfigError(f"--method: a group of {len(req.models)} models cannot run this method: {problem}")
     if not live and len(req.models) != 1:
         raise ConfigError(f"--models: method with peer {req.method.peer!r} trains one model, got {len(req.models)}")
     if req.method.peer == "archive":

@@ -38,7 +38,7 @@ from graft.train import checkpoint
 from graft.train.exchange import Group, Row, build_groups
 from graft.train.learner import Learner, make_learner
 from graft.train.lock import RunLock
-from graft.train.peers import ArchivePeer, LivePair, NoPeer, PeerView
+from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
 from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
 from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
@@ -70,9 +70,10 @@ class Trainer:
         self.scoring = ScoringSettings.from_train(self.cfg.train)
         self.start_step = 0
 
-    def _peer(self) -> NoPeer | LivePair | ArchivePeer:
+    def _peer(self) -> NoPeer | LivePair | LiveGroup | ArchivePeer:
         if self.method.peer == "live":
-            return LivePair(self.method, self.req.seed)
+            live = LivePair if len(self.req.models) == 2 else LiveGroup
+            return live(self.method, self.req.seed)
         if self.method.peer == "archive":
             grade = lambda texts, answers: grade_in_shares(self.grader, self.world, texts, answers)  # noqa: E731
             return ArchivePeer(self.method, self.req.seed, self.req.peer_archive, grade)

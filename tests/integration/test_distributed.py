@@ -263,6 +263,64 @@ def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, me
     assert all(b > 0 for b in crossed)
 
 
+@pytest.fixture(scope="module")
+def forced_group(forced_world, tmp_path_factory):
+    """The forced world with a third model C, a Llama-style model warmed up on A's answers (mixed on P1 with A, so
+    that B's all-fail prompt there has two candidate peers), and the group G of A, B and C."""
+    import yaml
+    from helpers.forced import build_forced_model
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("group")
+    c = build_forced_model(root / "C", "llama", "chars", 258, 0)
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["models"]["C"] = {**config["models"]["A"], "path": str(c)}
+    config["groups"] = {"G": ["A", "B", "C"]}
+    config["pairs"] = {}  # split over 3 processes: a pair could not take an equal share
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_group_of_three_split_over_three_processes_equals_one_process(forced_group, tmp_path):
+    """GRAFT on a group of three models: every receiver takes each all-fail prompt from one peer and the metrics
+    say from which; split over three gloo processes (one model each) it equals the group trained in one process,
+    bit for bit."""
+    import json
+
+    import yaml
+
+    from graft.cli import main
+
+    config = yaml.safe_load(forced_group.read_text())
+    config["scale"] = {"processes": 3, "placement": "split"}
+    split_path = tmp_path / "split.yaml"
+    split_path.write_text(yaml.safe_dump(config))
+    one, split = tmp_path / "one", tmp_path / "split"
+    args = ["train", "--method", "graft_no_gate", "--models", "A,B,C", "--seed", "0", "--steps", "3"]
+    torch.set_num_threads(1)
+    assert main([*args, "--config", str(forced_group), "--out", str(one)]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "-m", "graft.cli"]
+    result = subprocess.run(
+        [*cmd, *args, "--config", str(split_path), "--out", str(split)], env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    rows = _metrics_without_timings(one)
+    assert [(r["step"], r["model"]) for r in rows] == [(s, m) for s in range(3) for m in "ABC"]
+    assert _metrics_without_timings(split) == rows
+    for r in rows:  # each selected prompt came from exactly one peer
+        peers = {k.removeprefix("received_from_"): v for k, v in r.items() if k.startswith("received_from_")}
+        assert set(peers) == set("ABC") - {r["model"]} and sum(peers.values()) == r["selected"]
+    assert any(r["transferred"] > 0 for r in rows)
+    for m in "ABC":
+        mine, reference = _final_weights(split, m), _final_weights(one, m)
+        assert all(torch.equal(mine[k], reference[k]) for k in reference)
+    assert all(json.loads(line)["exchange_bytes"] > 0 for line in (split / "metrics.jsonl").read_text().splitlines())
+
+
 def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
     """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU so that the script does not
     rot between GPU sessions (its timings are not checked here)."""

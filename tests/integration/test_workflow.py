@@ -312,6 +312,30 @@ def test_a_cells_checkpoints_evaluated_in_several_jobs_equal_one_jobs(smoke, tmp
     assert len(got) == 2 and {k: v.replace(bytes(results), bytes(smoke)) for k, v in got.items()} == expected
 
 
+def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tmp_path):
+    """groups: the smoke config with a third toy model and the group G1 of all three: Snakemake builds the new
+    model, trains the group's GRAFT cell (one peer's group per all-fail prompt; the metrics name each peer) and
+    evaluates every model of it, leaving the smoke's other cells alone."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke, results)
+    config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    config["models"]["octo"] = {**config["models"]["smol"], "path": "{results}/toy/models/octo"}
+    octo = {**config["toy"]["models"]["smol"], "arch": "gpt2", "pre_tokenizer": "space_words"}
+    config["toy"]["models"]["octo"] = {**octo, "mix": {"add": 0.5, "mul": 0.5}}
+    config["groups"] = {"G1": ["smol", "qwen", "octo"]}
+    (tmp_path / "group.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    cell = Path("graft") / "G1" / "seed0"
+    cmd = [tool("snakemake"), results / "eval" / cell, "--cores", "2", "--configfile", tmp_path / "group.yaml"]
+    cmd += ["--config", f"results={results}"]
+    expected = {"toy_model": 1, "train": 1, "evaluate_checkpoints": 1, "collect_evaluations": 1}
+    assert job_counts(run(*cmd, "--dry-run", check=True)) == expected
+    run(*cmd, check=True)
+    rows = [json.loads(line) for line in (results / "runs" / cell / "metrics.jsonl").read_text().splitlines()]
+    assert [r["model"] for r in rows] == ["smol", "qwen", "octo"] * 2
+    assert {k for k in rows[0] if k.startswith("received_from_")} == {"received_from_qwen", "received_from_octo"}
+    assert sorted(p.name for p in (results / "eval" / cell).iterdir()) == ["octo", "qwen", "smol"]
+
+
 def test_every_job_runs_from_the_configured_environment_and_a_missing_one_stops_before_any(tmp_path):
     """workflow.environment: a job's commands run from its bin/ (here a graft that notes each call, then runs the
     project's), whatever environment runs Snakemake; without bin/graft Snakemake stops before any job, with one

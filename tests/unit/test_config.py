@@ -107,7 +107,9 @@ def test_cell_seeds_name_models_or_pairs_and_replay_needs_the_peers_stored_seed(
     first_pair = next(iter(raw["pairs"]))
     a, b = raw["pairs"][first_pair]
     raw["workflow"].update(cell_seeds={"P9": [0]})
-    with pytest.raises(ConfigError, match=r"workflow\.cell_seeds: 'P9' is neither a model nor a pair; allowed: "):
+    with pytest.raises(
+        ConfigError, match=r"workflow\.cell_seeds: 'P9' is neither a model, a pair nor a group; allowed: "
+    ):
         config_from_dict(raw)
     raw["workflow"].update(cell_seeds={a: [1, 1]})
     with pytest.raises(ConfigError, match=r"workflow.cell_seeds.\w+: \[1, 1\] is not allowed; expected distinct"):

@@ -47,6 +47,7 @@ EXPECTED = {
     "graft_hacpo_update": {**GRAFT, **HACPO_UPDATE},
     "graft_sgt_update": {**GRAFT, **SGT_UPDATE},
     "graft_luffy_update": {**GRAFT, "update": "luffy", "gate": "none"},
+    "graft_random_peer": {**GRAFT, "peer_choice": "random"},
 }
 
 
@@ -83,7 +84,7 @@ def test_paper_defaults():
 
 def test_every_table_row_has_a_label():
     tables = {p.table for p in PRESETS.values()}
-    assert tables == {"1", "2a", "2b", "F", "stored", "5"}
+    assert tables == {"1", "2a", "2b", "F", "stored", "5", "group"}
     assert len({p.label for p in PRESETS.values()}) == len(PRESETS)
 
 
