@@ -239,18 +239,33 @@ def test_evaluation_through_vllm_scores_within_noise_of_the_hugging_face_backend
     assert 0 < statistics.mean(p.values()) < 1  # the forced problems include one the model solves half the time
 
 
-def _train_command(models, tmp_path, processes: int, engine: str = "fsdp2", steps: int = 3, lr: float = 1e-4):
-    """The command line and output directory of `graft train` of a GRAFT pair (qwen3 + gpt2 models) with vLLM
-    rollouts on ``processes`` processes under torchrun (gloo; FSDP2 or DeepSpeed ZeRO-3)."""
+def _train_command(
+    models,
+    tmp_path,
+    processes: int,
+    engine: str = "fsdp2",
+    steps: int = 3,
+    lr: float = 1e-4,
+    placement: str = "colocated",
+    group: bool = False,
+):
+    """The command line and output directory of `graft train` of a GRAFT pair (qwen3 + gpt2 models; with
+    ``group``, the group of those and a smollm3 model) with vLLM rollouts on ``processes`` processes under
+    torchrun (gloo; FSDP2 or DeepSpeed ZeRO-3; the models colocated or split)."""
     data = write_forced_problems(tmp_path / "train.jsonl")
     scale = {"rollout": "vllm", "processes": processes, "engine": engine, "vllm_cpu_kv_cache_mib": 64}
-    config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, scale=scale)
+    config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, scale={**scale, "placement": placement})
     config["train"].update(steps=steps, lr=lr)
-    name = f"{engine}{processes}"
+    names = "A,B"
+    if group:
+        config["models"]["C"] = {**config["models"]["A"], "path": str(models["smollm3"])}
+        config.update(groups={"G": ["A", "B", "C"]}, pairs={})
+        names = "A,B,C"
+    name = f"{engine}{processes}{placement}{names.replace(',', '')}"
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps(config))
     out = tmp_path / f"run_{name}"
-    args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--out", str(out)]
+    args = ["train", "--config", str(path), "--method", "graft", "--models", names, "--seed", "0", "--out", str(out)]
     bin_dir = Path(sys.executable).parent
     launcher = [str(bin_dir / "graft")]
     if processes > 1:
@@ -262,9 +277,9 @@ def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def _train(models, tmp_path, processes: int, engine: str = "fsdp2") -> list[dict]:
+def _train(models, tmp_path, processes: int, engine: str = "fsdp2", **options) -> list[dict]:
     """Train to the end; a hang fails the test at the timeout."""
-    command, out = _train_command(models, tmp_path, processes, engine)
+    command, out = _train_command(models, tmp_path, processes, engine, **options)
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return _metrics(out)
@@ -276,21 +291,41 @@ def one_process_run(models, tmp_path_factory) -> list[dict]:
     return _train(models, tmp_path_factory.mktemp("one_process"), 1)
 
 
-@pytest.mark.parametrize("engine", ["fsdp2", "deepspeed"])
-def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(
-    models, one_process_run, tmp_path, engine
-):
-    """Each process starts its own engines beside the training process group (gloo; FSDP2 or DeepSpeed ZeRO-3)
-    without a hang, and, since vLLM seeds each prompt by its position in the batch, samples what one process
-    samples: every count and reward is equal, losses and norms within float reduction order."""
-    one, two = one_process_run, _train(models, tmp_path, 2, engine)
-    assert [(r["step"], r["model"]) for r in two] == [(s, m) for s in range(3) for m in "AB"]
-    for a, b in zip(one, two, strict=True):
+def _assert_same_run(one: list[dict], other: list[dict]) -> None:
+    """Every count and reward equal, losses and norms within float reduction order."""
+    assert [(r["step"], r["model"]) for r in other] == [(r["step"], r["model"]) for r in one]
+    for a, b in zip(one, other, strict=True):
         for key in sorted(set(a) - TIMING_METRICS):
             if isinstance(a[key], float) and not isinstance(a[key], bool):
                 assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), (a["step"], a["model"], key)
             else:
                 assert b[key] == a[key], (a["step"], a["model"], key)
+
+
+@pytest.mark.parametrize(
+    ("engine", "placement"), [("fsdp2", "colocated"), ("deepspeed", "colocated"), ("fsdp2", "split")]
+)
+def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(
+    models, one_process_run, tmp_path, engine, placement
+):
+    """Each process starts its own engines beside the training process group (gloo; FSDP2 or DeepSpeed ZeRO-3;
+    both models on both processes, or one model each) without a hang, and, since vLLM seeds each prompt by its
+    position in the batch, samples what one process samples."""
+    two = _train(models, tmp_path, 2, engine, placement=placement)
+    assert [(r["step"], r["model"]) for r in two] == [(s, m) for s in range(3) for m in "AB"]
+    _assert_same_run(one_process_run, two)
+
+
+def test_a_group_of_three_with_vllm_under_torchrun_trains_as_one_process_does(models, tmp_path):
+    """GRAFT on a group of three models (qwen3, gpt2, smollm3 architectures) with vLLM engines: colocated on two
+    processes (each holding all three models and their engines) and split over three (one model and engine each),
+    the run of one process."""
+    one = _train(models, tmp_path / "one", 1, group=True)
+    assert [(r["step"], r["model"]) for r in one] == [(s, m) for s in range(3) for m in "ABC"]
+    assert all({k for k in r if k.startswith("received_from_")} == {f"received_from_{p}" for p in "ABC"} - {
+        f"received_from_{r['model']}"} for r in one)  # fmt: skip
+    _assert_same_run(one, _train(models, tmp_path / "colocated", 2, group=True))
+    _assert_same_run(one, _train(models, tmp_path / "split", 3, placement="split", group=True))
 
 
 def test_a_killed_two_process_vllm_run_resumes_with_engines_on_the_checkpoint_weights(models, tmp_path):
