@@ -8,8 +8,8 @@ without the test sets); the group beats it when the difference and its interval'
 group's training metrics: how many all-fail prompts each model took from each peer over the run (how often the
 weak model is the chosen peer). Prints the tables and writes bench/results/group_vs_pairs.json.
 
-Usage: python bench/group_vs_pairs.py [--group G1] [--config config/config.yaml --overlay config/group.yaml]
-Needs the overlay's finished workflow: snakemake --cores 2 --configfile config/config.yaml config/group.yaml all
+Usage: python bench/group_vs_pairs.py [--group G1] [--config config/config.yaml --overlay config/overlays/group.yaml]
+Needs the overlay's finished workflow: snakemake --cores 2 --configfile config/config.yaml config/overlays/group.yaml all
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def transfers(metrics: pd.DataFrame, model: str, peers: list[str]) -> dict[str, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
-    parser.add_argument("--overlay", type=Path, default=Path("config/group.yaml"))
+    parser.add_argument("--overlay", type=Path, default=Path("config/overlays/group.yaml"))
     parser.add_argument("--group", default="G1")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "group_vs_pairs.json")
     args = parser.parse_args()

@@ -80,7 +80,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=args.out,
         steps=args.steps if args.steps is not None else config.train.steps,
-        peer_archive=args.peer_archive,
+        peer_archives=tuple(args.peer_archive or ()),
         resume=args.resume,
         eval_dir=args.eval_dir,
         force_unlock=args.force_unlock,
@@ -331,7 +331,12 @@ def _add_training(sub) -> None:
     train.add_argument("--seed", type=int, required=True)
     train.add_argument("--out", type=Path, required=True, help="run directory: metrics, trajectories, checkpoints")
     train.add_argument("--steps", type=int, help="override train.steps")
-    train.add_argument("--peer-archive", type=Path, help="trajectory directory of the peer's GRPO run (replay)")
+    train.add_argument(
+        "--peer-archive",
+        type=Path,
+        action="append",
+        help="trajectory directory of a peer's GRPO run (replay); repeated: several peers, one per prompt",
+    )
     train.add_argument("--resume", action="store_true", help="continue from the last intact checkpoint")
     train.add_argument(
         "--force-unlock", action="store_true", help="take over a run lock held by a process on another host"

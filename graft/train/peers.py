@@ -111,22 +111,25 @@ class LiveGroup:
 
 
 class ArchivePeer:
-    """One model replays another's stored trajectories: one direction, unbalanced, rewards re-verified."""
+    """One model replays other models' stored trajectories: one direction, unbalanced, rewards re-verified. With
+    several archives each all-fail prompt takes one archive's group (``group_selection`` without balancing)."""
 
-    def __init__(self, method: Method, seed: int, archive: Path, grade: Callable[[list[str], list[str]], Grades]):
-        self.method, self.seed, self.archive, self.grade = method, seed, archive, grade
-        self.follows_prompts = follows_prompts(archive)
+    def __init__(
+        self, method: Method, seed: int, archives: list[Path], grade: Callable[[list[str], list[str]], Grades]
+    ):
+        self.method, self.seed, self.archives, self.grade = method, seed, archives, grade
+        self.follows_prompts = follows_prompts(archives[0])
         """An imported archive: each step's batch is the archive's prompts, not the receiver's sampler's."""
-        self._read: tuple[int, StepRecords] | None = None
+        self._read: tuple[int, list[StepRecords]] | None = None
 
-    def stored(self, step: int) -> StepRecords:
+    def stored(self, step: int) -> list[StepRecords]:
         if self._read is None or self._read[0] != step:
-            self._read = (step, read_step(self.archive, step))
+            self._read = (step, [read_step(archive, step) for archive in self.archives])
         return self._read[1]
 
     def batch_ids(self, step: int) -> list[str] | None:
         """The prompt ids of ``step``'s batch when the archive sets them (an import), else None."""
-        return self.stored(step).prompt_ids if self.follows_prompts else None
+        return self.stored(step)[0].prompt_ids if self.follows_prompts else None
 
     def views(
         self,
@@ -136,18 +139,36 @@ class ArchivePeer:
         capabilities: dict[str, CapabilityTracker],
     ) -> dict[str, PeerView]:
         (me,) = records
-        stored = self.stored(step)
-        if stored.prompt_ids != [p.id for p in batch]:
-            raise ConfigError(
-                f"--peer-archive: step {step} holds other prompts than this run's batch; "
-                "replay needs the peer's GRPO run with the same data and seed"
-            )
-        answers = [p.answer for p in batch for _ in range(stored.n)]
-        grades = self.grade([t for row in stored.texts for t in row], answers)
-        stored, changed = recompute_rewards(stored, grades.rewards)
-        k = {me: success_counts(records[me].rewards), "peer": success_counts(stored.rewards)}
-        direction = ("peer", me)
-        selected, counts = select_prompts(self.method, k, stored.n, [direction], generator(self.seed, "select", step))
-        capability = float(stored.rewards.mean())
+        regraded, changed = [], 0
+        for archive, stored in zip(self.archives, self.stored(step), strict=True):
+            if stored.prompt_ids != [p.id for p in batch]:
+                raise ConfigError(
+                    f"--peer-archive: step {step} of {str(archive)!r} holds other prompts than this run's batch; "
+                    "replay needs the peer's GRPO run with the same data and seed"
+                )
+            answers = [p.answer for p in batch for _ in range(stored.n)]
+            grades = self.grade([t for row in stored.texts for t in row], answers)
+            stored, count = recompute_rewards(stored, grades.rewards)
+            regraded.append(stored)
+            changed += count
+        if len(regraded) == 1:
+            (stored,) = regraded
+            k = {me: success_counts(records[me].rewards), "peer": success_counts(stored.rewards)}
+            direction = ("peer", me)
+            gen = generator(self.seed, "select", step)
+            selected, counts = select_prompts(self.method, k, stored.n, [direction], gen)
+            capability = float(stored.rewards.mean())
+            metrics = {"archive_rewards_changed": changed}
+            return {me: PeerView(stored, selected[direction], counts[direction], capability, metrics)}
+        k = torch.stack([success_counts(r.rewards) for r in [records[me], *regraded]])
+        n = records[me].n
+        source = group_selection(k, n, False, self.method.peer_choice, generator(self.seed, "select", step))[0]
+        best = (k[1:].argmax(dim=0) + 1).tolist()  # an unselected prompt shows the archive with most successes
+        pick = [int(s) - 1 if s >= 0 else best[g] - 1 for g, s in enumerate(source.tolist())]
+        names = [archive.name for archive in self.archives]
         metrics = {"archive_rewards_changed": changed}
-        return {me: PeerView(stored, selected[direction], counts[direction], capability, metrics)}
+        metrics |= {f"received_from_{name}": int((source == i + 1).sum()) for i, name in enumerate(names)}
+        candidates = int(((k[0] == 0) & ((k[1:] >= 1) & (k[1:] < n)).any(dim=0)).sum())
+        capability = float(torch.stack([r.rewards.mean() for r in regraded]).mean())
+        mixed = StepRecords.mix(regraded, pick, "peers")
+        return {me: PeerView(mixed, source >= 0, candidates, capability, metrics)}

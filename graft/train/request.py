@@ -21,7 +21,9 @@ class TrainRequest:
     seed: int
     out: Path
     steps: int
-    peer_archive: Path | None = None
+    peer_archives: tuple[Path, ...] = ()
+    """Archive replay: the trajectory directories of the peers' stored GRPO runs (one, or several: then each
+    all-fail prompt takes one peer's group, graft.algo.group_selection without balancing)."""
     resume: bool = False
     eval_dir: Path | None = None
     """Evaluate each checkpoint as it is saved, into <eval_dir>/<model>/step_NNNNN.json (saves a process start
@@ -46,11 +48,17 @@ def validate_request(req: TrainRequest) -> None:
     if not live and len(req.models) != 1:
         raise ConfigError(f"--models: method with peer {req.method.peer!r} trains one model, got {len(req.models)}")
     if req.method.peer == "archive":
-        if req.peer_archive is None:
+        if not req.peer_archives:
             raise ConfigError("--peer-archive: required by a method that replays stored trajectories")
-        if not trajectory_file(req.peer_archive, 0).is_file():
-            raise ConfigError(f"--peer-archive: {str(req.peer_archive)!r} holds no step_00000.parquet")
-    elif req.peer_archive is not None:
+        for archive in req.peer_archives:
+            if not trajectory_file(archive, 0).is_file():
+                raise ConfigError(f"--peer-archive: {str(archive)!r} holds no step_00000.parquet")
+        if len(req.peer_archives) > 1 and req.method.select != "complementary":
+            raise ConfigError(
+                f"--peer-archive: several archives need select 'complementary' (one peer per prompt), not "
+                f"{req.method.select!r}"
+            )
+    elif req.peer_archives:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
     if req.config.scale.rollout == "vllm":
         from graft.engine.vllm import check_available

@@ -76,7 +76,7 @@ class Trainer:
             return live(self.method, self.req.seed)
         if self.method.peer == "archive":
             grade = lambda texts, answers: grade_in_shares(self.grader, self.world, texts, answers)  # noqa: E731
-            return ArchivePeer(self.method, self.req.seed, self.req.peer_archive, grade)
+            return ArchivePeer(self.method, self.req.seed, list(self.req.peer_archives), grade)
         return NoPeer()
 
     def step(self, step: int) -> list[dict]:
@@ -266,7 +266,7 @@ class Trainer:
             "models": self.req.models,
             "seed": self.req.seed,
             "steps": self.req.steps,
-            "peer_archive": str(self.req.peer_archive) if self.req.peer_archive else None,
+            "peer_archive": [str(a) for a in self.req.peer_archives] or None,
         }
         if self.req.resume and run.run_json.is_file():
             old = json.loads(run.run_json.read_text())

@@ -128,7 +128,7 @@ def test_a_toy_grpo_run_exported_to_verl_and_imported_replays_as_the_original(fo
     assert exact > lossy
 
     def replay(archive, out):
-        req = TrainRequest(config, get_method("replay"), ["B"], 0, out, 3, peer_archive=archive)
+        req = TrainRequest(config, get_method("replay"), ["B"], 0, out, 3, peer_archives=(archive,))
         Trainer(req).run()
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]

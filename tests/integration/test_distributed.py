@@ -321,6 +321,24 @@ def test_a_group_of_three_split_over_three_processes_equals_one_process(forced_g
     assert all(json.loads(line)["exchange_bytes"] > 0 for line in (split / "metrics.jsonl").read_text().splitlines())
 
 
+def test_replay_from_two_archives_takes_each_prompt_from_one(forced_group, tmp_path):
+    """Archive replay with two --peer-archive: B replays the stored GRPO runs of A and C; each selected prompt comes
+    from one archive (the one with more successes), and the metrics count each."""
+    from graft.cli import main
+
+    torch.set_num_threads(1)
+    common = ["--config", str(forced_group), "--seed", "0", "--steps", "3"]
+    for model in "AC":
+        assert main(["train", "--method", "grpo_n8", "--models", model, "--out", str(tmp_path / model), *common]) == 0
+    archives = [a for m in "AC" for a in ("--peer-archive", str(tmp_path / m / "trajectories" / m))]
+    out = tmp_path / "replay"
+    assert main(["train", "--method", "replay", "--models", "B", "--out", str(out), *archives, *common]) == 0
+    rows = _metrics_without_timings(out)
+    assert len(rows) == 3
+    assert all(r["received_from_A"] + r["received_from_C"] == r["selected"] for r in rows)
+    assert sum(r["selected"] for r in rows) > 0
+
+
 def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
     """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU so that the script does not
     rot between GPU sessions (its timings are not checked here)."""

@@ -47,7 +47,8 @@ UNBALANCED = {"graft_complementary_unbalanced": {"base": "graft", "balanced": Fa
 
 def run(world, out, method="graft", models="A,B", steps=3, archive=None, resume=False, seed=0):
     config = load_config(world["config"])
-    req = TrainRequest(config, get_method(method, UNBALANCED), models.split(","), seed, out, steps, archive, resume)
+    archives = (archive,) if archive else ()
+    req = TrainRequest(config, get_method(method, UNBALANCED), models.split(","), seed, out, steps, archives, resume)
     return Trainer(req)
 
 

@@ -25,6 +25,23 @@ def test_every_shipped_config_passes_the_schema(path):
     validate(yaml.safe_load(path.read_text()), str(SCHEMA))
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "config" / "overlays").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_overlay_on_the_default_passes_the_schema_and_the_dataclasses(path):
+    """An overlay is a second --configfile on config/config.yaml, merged key by key as Snakemake merges them."""
+    from graft.config import config_from_dict
+
+    def merged(base, overlay):
+        out = dict(base)
+        for key, value in overlay.items():
+            nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+            out[key] = merged(out[key], value) if nested else value
+        return out
+
+    config = merged(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), yaml.safe_load(path.read_text()))
+    validate(config, str(SCHEMA))
+    config_from_dict(config)
+
+
 def test_an_unknown_field_fails_the_schema_as_it_fails_the_dataclasses():
     config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     config["train"]["steps_per_epoch"] = 3
