@@ -22,6 +22,7 @@ from graft.report.tables import (
     table_clipping,
     table_cost,
     table_findings,
+    table_groups,
     table_passk,
     table_selection,
     table_stored,
@@ -37,28 +38,30 @@ class Job:
     """One table or figure: its name and how to make it from the context and the report's inputs."""
 
     name: str
-    needs_pairs: bool
+    needs: str
+    """The config's "pairs" or "groups" this job needs some of, or "" for none."""
     make: Callable[..., object]
 
 
 # make(ctx, seeds) -> Table, over every seed of the config
 TABLES = (
-    Job("table1", False, lambda ctx, seeds: table1(ctx)),
-    Job("table4", True, lambda ctx, seeds: table4(ctx)),
-    Job("table2_ablations", True, lambda ctx, seeds: table2(ctx)),
-    Job("table_stored", False, lambda ctx, seeds: table_stored(ctx)),
-    Job("table_selection", False, lambda ctx, seeds: table_selection(ctx)),
-    Job("table_clipping", True, table_clipping),
-    Job("table_transfers", True, lambda ctx, seeds: table_transfers(ctx, ctx.workflow.pair_methods, seeds)),
-    Job("table_findings", True, lambda ctx, seeds: table_findings(ctx)),
-    Job("table_passk", False, lambda ctx, seeds: table_passk(ctx)),
-    Job("table_cost", True, lambda ctx, seeds: table_cost(ctx)),
+    Job("table1", "", lambda ctx, seeds: table1(ctx)),
+    Job("table4", "pairs", lambda ctx, seeds: table4(ctx)),
+    Job("table2_ablations", "pairs", lambda ctx, seeds: table2(ctx)),
+    Job("table_stored", "", lambda ctx, seeds: table_stored(ctx)),
+    Job("table_selection", "", lambda ctx, seeds: table_selection(ctx)),
+    Job("table_clipping", "pairs", table_clipping),
+    Job("table_transfers", "pairs", lambda ctx, seeds: table_transfers(ctx, ctx.workflow.pair_methods, seeds)),
+    Job("table_findings", "pairs", lambda ctx, seeds: table_findings(ctx)),
+    Job("table_passk", "", lambda ctx, seeds: table_passk(ctx)),
+    Job("table_cost", "pairs", lambda ctx, seeds: table_cost(ctx)),
+    Job("table_groups", "groups", table_groups),
 )
 # make(ctx, path): a figure (of each cell's first run where it draws one run)
 FIGURES = (
-    Job("fig1_complementarity", False, figure1),
-    Job("fig3a_score_vs_cost", False, figure3a),
-    Job("fig3b_stored_vs_online", False, figure3b),
+    Job("fig1_complementarity", "", figure1),
+    Job("fig3a_score_vs_cost", "", figure3a),
+    Job("fig3b_stored_vs_online", "", figure3b),
 )
 
 
@@ -70,7 +73,7 @@ class ReportOutputs:
 
 
 def _dynamics(method: str, pair: str) -> Job:
-    return Job(f"dynamics_{method}_{pair}", True, lambda ctx, path: figure_dynamics(ctx, method, pair, path))
+    return Job(f"dynamics_{method}_{pair}", "pairs", lambda ctx, path: figure_dynamics(ctx, method, pair, path))
 
 
 def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
@@ -80,7 +83,7 @@ def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
         planned = {(c.method, c.cell) for c in training_cells(config)}
         pairs = [(m, p) for m in config.workflow.pair_methods for p in config.pairs if (m, p) in planned]
         jobs = jobs + tuple(_dynamics(m, p) for m, p in pairs)
-    return [job for job in jobs if config.pairs or not job.needs_pairs]
+    return [job for job in jobs if not job.needs or getattr(config, job.needs)]
 
 
 def report_outputs(config: RunConfig, out: str | Path) -> ReportOutputs:
@@ -104,6 +107,7 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
         config.report.selection,
         workflow=config.workflow,
         selection_runs=config.eval.selection_runs if config.eval else 0,
+        groups=config.groups,
     )
 
 

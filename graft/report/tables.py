@@ -41,6 +41,8 @@ class ReportContext:
     (``WorkflowSpec.seeds_of``; the first is the paper's "first run" of Table 1)."""
     selection_runs: int = 0
     """eval.selection_runs: re-evaluations of each selected checkpoint (0: scored by the selecting run)."""
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    """Groups of three or more models co-trained in one cell."""
     checkpoints: pd.DataFrame = field(init=False)
     samples: pd.DataFrame = field(init=False)
     """Per-sample grades, re-evaluated checkpoints' from their re-evaluation runs (the bootstrap reads these)."""
@@ -376,6 +378,45 @@ def table_transfers(ctx: ReportContext, methods: list[str], seeds: list[int]) ->
 
 
 _TRANSFER_COUNTS = ("transferred", "admitted", "correct_transferred", "correct_admitted")
+
+
+def table_groups(ctx: ReportContext, seeds: list[int]) -> Table:
+    """One line per model of every group cell: its score beside GRPO n=8's and its best pair's, and how many of its
+    all-fail prompts it took from each peer over a run (mean over seeds)."""
+    header = ["method", "group", "model", "seeds", "score", "GRPO n=8", "best pair", "taken from each peer"]
+    rows = []
+    for method in ctx.workflow.group_methods:
+        for group, members in ctx.groups.items():
+            for model in members:
+                mine = ctx.metrics(method, group, seeds, model)
+                runs = mine.seed.nunique()
+                if not runs:
+                    continue
+                pairs = [(p, ctx.cell(method, p, model).mean) for p, m in ctx.pairs.items() if model in m]
+                pairs = [(p, score) for p, score in pairs if score is not None]
+                best = max(pairs, key=lambda pair: pair[1], default=None)
+                taken = ", ".join(
+                    f"{peer} {mine[f'received_from_{peer}'].sum() / runs:.1f}"
+                    for peer in members
+                    if peer != model and f"received_from_{peer}" in mine
+                )
+                rows.append(
+                    [
+                        PRESETS[method].label if method in PRESETS else method,
+                        group,
+                        model,
+                        runs,
+                        _pm(ctx.cell(method, group, model)),
+                        _pm(ctx.cell("grpo_n8", model, model)),
+                        None if best is None else f"{best[1]:.2f} ({best[0]})",
+                        taken,
+                    ]
+                )
+    caption = (
+        "Groups of models: each model's score (mean ± std over seeds) beside GRPO n=8's and its best pair's "
+        f"(by the same {ctx.protocol()}), and the all-fail prompts it took from each peer over a run"
+    )
+    return Table.from_rows("table_groups", caption, header, rows)
 
 
 def _percent(part: float, whole: float) -> float | None:

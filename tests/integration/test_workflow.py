@@ -315,7 +315,8 @@ def test_a_cells_checkpoints_evaluated_in_several_jobs_equal_one_jobs(smoke, tmp
 def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tmp_path):
     """groups: the smoke config with a third toy model and the group G1 of all three: Snakemake builds the new
     model, trains the group's GRAFT cell (one peer's group per all-fail prompt; the metrics name each peer) and
-    evaluates every model of it, leaving the smoke's other cells alone."""
+    evaluates every model of it, leaving the smoke's other cells alone; the report's group table has a line per
+    model."""
     results = tmp_path / "results"
     shutil.copytree(smoke, results)
     config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
@@ -323,6 +324,7 @@ def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tm
     octo = {**config["toy"]["models"]["smol"], "arch": "gpt2", "pre_tokenizer": "space_words"}
     config["toy"]["models"]["octo"] = {**octo, "mix": {"add": 0.5, "mul": 0.5}}
     config["groups"] = {"G1": ["smol", "qwen", "octo"]}
+    config["workflow"]["baseline_models"] = ["smol", "qwen"]  # octo's GRPO n=8 only, for the report's table
     (tmp_path / "group.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cell = Path("graft") / "G1" / "seed0"
     cmd = [tool("snakemake"), results / "eval" / cell, "--cores", "2", "--configfile", tmp_path / "group.yaml"]
@@ -330,6 +332,9 @@ def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tm
     expected = {"toy_model": 1, "train": 1, "evaluate_checkpoints": 1, "collect_evaluations": 1}
     assert job_counts(run(*cmd, "--dry-run", check=True)) == expected
     run(*cmd, check=True)
+    run(*cmd[:1], results / "report" / "tables" / "table_groups.csv", *cmd[2:], check=True)
+    table = (results / "report" / "tables" / "table_groups.csv").read_text().splitlines()
+    assert [line.split(",")[2] for line in table[1:]] == ["smol", "qwen", "octo"]
     rows = [json.loads(line) for line in (results / "runs" / cell / "metrics.jsonl").read_text().splitlines()]
     assert [r["model"] for r in rows] == ["smol", "qwen", "octo"] * 2
     assert {k for k in rows[0] if k.startswith("received_from_")} == {"received_from_qwen", "received_from_octo"}
