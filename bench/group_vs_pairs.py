@@ -9,7 +9,10 @@ group's training metrics: how many all-fail prompts each model took from each pe
 weak model is the chosen peer). Prints the tables and writes bench/results/group_vs_pairs.json.
 
 Usage: python bench/group_vs_pairs.py [--group G1] [--config config/config.yaml --overlay config/overlays/group.yaml]
-Needs the overlay's finished workflow: snakemake --cores 2 --configfile config/config.yaml config/overlays/group.yaml all
+Needs the evaluations of those cells; --targets prints them for Snakemake (the targets before --configfile, which
+takes several files; the whole overlay's `all` works too):
+  snakemake $(python bench/group_vs_pairs.py --targets) --cores 2 \
+      --configfile config/config.yaml config/overlays/group.yaml
 """
 
 from __future__ import annotations
@@ -57,15 +60,22 @@ def main() -> int:
     parser.add_argument("--overlay", type=Path, default=Path("config/overlays/group.yaml"))
     parser.add_argument("--group", default="G1")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "group_vs_pairs.json")
+    parser.add_argument("--targets", action="store_true", help="print the evaluation directories it needs, and stop")
     args = parser.parse_args()
     cfg = config_from_dict(merged(read_yaml(args.config), read_yaml(args.overlay)))
     results = Path(cfg.results)
+    members = cfg.groups[args.group]
+    if args.targets:
+        tree, w = ResultsTree(results), cfg.workflow
+        cells = [("grpo_n8", m, (m,)) for m in members] + [("graft", args.group, tuple(members))]
+        cells += [("graft", p, tuple(m)) for p, m in cfg.pairs.items() if set(m) <= set(members)]
+        print(" ".join(str(tree.eval_dir(meth, c, s)) for meth, c, ms in cells for s in w.seeds_of(meth, c, ms)))
+        return 0
     if not ResultsTree(results).eval_root.is_dir():
         print(f"no evaluations under {results}; run: snakemake --cores 2 --configfile {args.config} "
               f"{args.overlay} all", file=sys.stderr)  # fmt: skip
         return 2
     ctx = report_context(cfg, results)
-    members = cfg.groups[args.group]
     rows = []
     for model in members:
         pairs = [p for p, m in cfg.pairs.items() if model in m]
