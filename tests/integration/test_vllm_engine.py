@@ -252,6 +252,7 @@ def _train_command(
     """The command line and output directory of `graft train` of a GRAFT pair (qwen3 + gpt2 models; with
     ``group``, the group of those and a smollm3 model) with vLLM rollouts on ``processes`` processes under
     torchrun (gloo; FSDP2 or DeepSpeed ZeRO-3; the models colocated or split)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     data = write_forced_problems(tmp_path / "train.jsonl")
     scale = {"rollout": "vllm", "processes": processes, "engine": engine, "vllm_cpu_kv_cache_mib": 64}
     config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, scale={**scale, "placement": placement})
