@@ -6,6 +6,7 @@ The scripts import it as ``needs`` (``python bench/<script>.py`` puts bench/ on 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,20 @@ def require(path: Path, what: str, command: str) -> Path:
     if not Path(path).exists():
         raise SystemExit(f"{Path(sys.argv[0]).name}: {what} {str(path)!r} is missing; make it with: {command}")
     return Path(path)
+
+
+def graft_train(config: Path, method: str, models: list[str], steps: int, out: Path, processes: int) -> None:
+    """One ``graft train`` of seed 0 with one thread per process, under torchrun when ``processes`` > 1; exits with
+    the run's stderr when it fails."""
+    args = ["train", "--config", str(config), "--method", method, "--models", ",".join(models), "--seed", "0"]
+    args += ["--out", str(out), "--steps", str(steps), "--threads", "1"]
+    launcher = [sys.executable, "-m", "graft.cli"]
+    if processes > 1:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+        launcher += ["-m", "graft.cli"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([*launcher, *args], env=env, capture_output=True, text=True, timeout=3600)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"{Path(sys.argv[0]).name}: {method} on {processes} process(es) failed:\n{result.stderr[-3000:]}"
+        )

@@ -26,24 +26,15 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from needs import toy_world
+from needs import graft_train, toy_world
 
 from graft.config import read_yaml
 from graft.results import write_text
 
 
 def train(config: Path, method: str, models: list[str], steps: int, out: Path, processes: int) -> list[dict]:
-    """One ``graft train`` (under torchrun with ``processes`` > 1); its metrics rows."""
-    args = ["train", "--config", str(config), "--method", method, "--models", ",".join(models), "--seed", "0"]
-    args += ["--out", str(out), "--steps", str(steps), "--threads", "1"]
-    launcher = [sys.executable, "-m", "graft.cli"]
-    if processes > 1:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-        launcher += ["-m", "graft.cli"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([*launcher, *args], env=env, capture_output=True, text=True, timeout=3600)
-    if result.returncode != 0:
-        raise SystemExit(f"placement.py: {' '.join(args[:7])} failed:\n{result.stderr[-3000:]}")
+    """One ``graft train``; its metrics rows."""
+    graft_train(config, method, models, steps, out, processes)
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 

@@ -21,26 +21,12 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from needs import toy_world
+from needs import graft_train, toy_world
 from safetensors.torch import load_file
 
 from graft.config import read_yaml
 from graft.methods import PRESETS
 from graft.results import LAYOUT_METRICS, TIMING_METRICS, write_text
-
-
-def train(config: Path, method: str, models: list[str], steps: int, out: Path, processes: int) -> None:
-    args = ["train", "--config", str(config), "--method", method, "--models", ",".join(models), "--seed", "0"]
-    args += ["--out", str(out), "--steps", str(steps), "--threads", "1"]
-    launcher = [sys.executable, "-m", "graft.cli"]
-    if processes > 1:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-        launcher += ["-m", "graft.cli"]
-    result = subprocess.run(
-        [*launcher, *args], env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=1800
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"split_presets.py: {method} on {processes} process(es) failed:\n{result.stderr[-3000:]}")
 
 
 def metrics(out: Path) -> list[dict]:
@@ -80,8 +66,8 @@ def main() -> None:
             paths[placement].write_text(yaml.safe_dump({**raw, "scale": scale, "train": train_section}))
         for method in live:
             one, two = Path(tmp) / method / "one", Path(tmp) / method / "split"
-            train(paths["colocated"], method, models, args.steps, one, 1)
-            train(paths["split"], method, models, args.steps, two, 2)
+            graft_train(paths["colocated"], method, models, args.steps, one, 1)
+            graft_train(paths["split"], method, models, args.steps, two, 2)
             rows[method] = {
                 "metrics_equal": metrics(one) == metrics(two),
                 "weights_equal": same_weights(one, two, models, args.steps),

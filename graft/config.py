@@ -596,17 +596,21 @@ class RunConfig:
         """The pair the ablations run on: workflow.ablation_pair, else the first pair (None without pairs)."""
         return self.workflow.ablation_pair or next(iter(self.pairs), None)
 
+    def _check_members(self, where: str, members: list[str]) -> None:
+        """A pair's or group's models are known, and the placement can give each an equal share of the job."""
+        for member in members:
+            if member not in self.models:
+                raise ConfigError(f"{where}: unknown model {member!r}; models: {', '.join(self.models)}")
+        problem = self.scale.split_problem(len(members))
+        if problem:
+            raise ConfigError(f"{problem} ({where})")
+
     def __post_init__(self) -> None:
         """What spans sections: names that one section gives and another uses. Each section checks its own fields."""
         for pair, members in self.pairs.items():
             if len(members) != 2 or len(set(members)) != 2:
                 raise ConfigError(f"pairs.{pair}: expected two different model names, got {members}")
-            for member in members:
-                if member not in self.models:
-                    raise ConfigError(f"pairs.{pair}: unknown model {member!r}; models: {', '.join(self.models)}")
-            problem = self.scale.split_problem(len(members))
-            if problem:
-                raise ConfigError(f"{problem} (pairs.{pair})")
+            self._check_members(f"pairs.{pair}", members)
         for group, members in self.groups.items():
             if len(members) < 3 or len(set(members)) != len(members):
                 raise ConfigError(
@@ -614,12 +618,7 @@ class RunConfig:
                 )
             if group in self.pairs or group in self.models:
                 raise ConfigError(f"groups.{group}: the name of a pair or model; a group needs its own")
-            for member in members:
-                if member not in self.models:
-                    raise ConfigError(f"groups.{group}: unknown model {member!r}; models: {', '.join(self.models)}")
-            problem = self.scale.split_problem(len(members))
-            if problem:
-                raise ConfigError(f"{problem} (groups.{group})")
+            self._check_members(f"groups.{group}", members)
         w = self.workflow
         from graft.methods import PRESETS
 
