@@ -152,6 +152,12 @@ class TrainSpec:
     rollout_batch: int = 256
     """Sequences per generate call."""
 
+    rollout_seeds: Literal["batch", "prompt"] = "batch"
+    """How the Hugging Face backend seeds its samples. ``batch``: one seed per process and step, prompts generated
+    ``rollout_batch`` sequences at a time (the embedded default's digits rest on it), so a run's samples depend on
+    how many processes share its prompts. ``prompt``: each prompt generated alone from a seed of the step and its
+    position in the batch, as vLLM always does, so every process layout samples alike (slower on a CPU)."""
+
     dual_clip: float | None = None
     """None: Eq. 10 as written (the default). A number c > 1: verl's dual clip (its ``clip_ratio_c``, 3 by
     default there), which caps the objective of a negative-advantage token at c * a, so a token whose ratio has

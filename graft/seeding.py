@@ -56,6 +56,8 @@ _FORMULAS: dict[str, Callable[..., int]] = {
     "warmup_dialect": lambda seed, model: seed * 65_537 + _name(model) + 2,
     # vLLM's per-prompt seed within one generate call, so samples do not depend on batching.
     "vllm_prompt": lambda seed, index: (seed * 1_000_003 + index) % (2**31 - 1),
+    # The Hugging Face backend's per-prompt seed (train.rollout_seeds: prompt): the same idea for torch's generator.
+    "hf_prompt": lambda seed, index: (seed * 1_000_003 + index + 1) % (2**31 - 1),
 }
 
 PURPOSES = tuple(_FORMULAS)

@@ -14,6 +14,7 @@ import torch
 from graft.engine.distributed import World
 from graft.engine.policy import Policy, model_device
 from graft.engine.weight_sync import WeightStream
+from graft.seeding import derive
 
 
 @dataclass
@@ -55,8 +56,16 @@ class HFRollout:
     from the top 50), prompts left-padded, everything after the first EOS masked."""
 
     def __init__(
-        self, policy: Policy, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 256
+        self,
+        policy: Policy,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        batch_size: int = 256,
+        per_prompt_seeds: bool = False,
     ):
+        self.per_prompt_seeds = per_prompt_seeds
+        """Each prompt generated alone from its own seed (``train.rollout_seeds: prompt``)."""
         self.policy = policy
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -67,12 +76,18 @@ class HFRollout:
     def sync_from(self, weights: WeightStream, world: World) -> None:
         self.policy.model.load_state_dict(dict(weights.tensors()))
 
-    per_prompt_seeds = False
-
     @torch.no_grad()
     def generate(
         self, prompts: list[list[int]], n: int, seed: int, positions: list[int] | None = None
     ) -> list[list[Sample]]:
+        if self.per_prompt_seeds:  # alone, so that neither a neighbour's padding nor its draws change its samples
+            out = []
+            for prompt, position in zip(
+                prompts, positions if positions is not None else range(len(prompts)), strict=True
+            ):
+                torch.manual_seed(derive(seed, "hf_prompt", position))
+                out.extend(self._generate_chunk([prompt], n))
+            return out
         # generate draws from the global torch RNG: seed it per call so a step's samples depend only on the seed.
         torch.manual_seed(seed)
         per_call = max(1, self.batch_size // n)

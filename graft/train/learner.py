@@ -70,11 +70,12 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
             cpu_kv_cache_mib=scale.vllm_cpu_kv_cache_mib,
         )
         return engine, True
+    per_prompt = t.rollout_seeds == "prompt"
     if world.distributed:
         sampler = copy.deepcopy(policy.model).requires_grad_(False).eval()
         copy_policy = dataclasses.replace(policy, model=sampler)
-        return HFRollout(copy_policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), True
-    return HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch), False
+        return HFRollout(copy_policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch, per_prompt), True
+    return HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch, per_prompt), False
 
 
 def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGLE) -> Learner:

@@ -263,6 +263,36 @@ def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, me
     assert all(b > 0 for b in crossed)
 
 
+def test_hugging_face_rollouts_seeded_per_prompt_sample_alike_on_one_process_and_two(forced_world, tmp_path):
+    """train.rollout_seeds: prompt: each prompt sampled alone from a seed of the step and its position, so a pair
+    colocated on two processes (each sampling half the prompts, both models sharded) samples what one process
+    samples: every count and reward equal, losses and norms within float reduction order."""
+    import yaml
+
+    from graft.cli import main
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["train"]["rollout_seeds"] = "prompt"
+    one_path, two_path = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    one_path.write_text(yaml.safe_dump(config))
+    config["scale"] = {"processes": 2}
+    two_path.write_text(yaml.safe_dump(config))
+    one, two = tmp_path / "one", tmp_path / "two"
+    torch.set_num_threads(1)
+    args = ["train", "--method", "graft", "--models", "A,B", "--seed", "0", "--steps", "3"]
+    assert main([*args, "--config", str(one_path), "--out", str(one)]) == 0
+    result = _torchrun(2, "-m", "graft.cli", *args, "--config", str(two_path), "--out", str(two))
+    assert result.returncode == 0, result.stderr[-3000:]
+    a_rows, b_rows = _metrics_without_timings(one), _metrics_without_timings(two)
+    assert [(r["step"], r["model"]) for r in b_rows] == [(r["step"], r["model"]) for r in a_rows]
+    for a, b in zip(a_rows, b_rows, strict=True):
+        for key, value in a.items():
+            if isinstance(value, float):
+                assert b[key] == pytest.approx(value, rel=1e-5, abs=1e-7), (a["step"], a["model"], key)
+            else:
+                assert b[key] == value, (a["step"], a["model"], key)
+
+
 @pytest.fixture(scope="module")
 def forced_group(forced_world, tmp_path_factory):
     """The forced world with a third model C, a Llama-style model warmed up on A's answers (mixed on P1 with A, so

@@ -21,6 +21,7 @@ GOLDEN = [
     ("eval", (3, "math500"), 2640156262),
     ("complementarity", (3, "math500"), 2640156262),
     ("vllm_prompt", (9, 4), 9000031),
+    ("hf_prompt", (9, 4), 9000032),
     ("warmup_slips", (3, "math500"), 2640156263),
     ("warmup_dialect", (3, "math500"), 2640156264),
     ("selection_run", (2, 3), 9777786),
