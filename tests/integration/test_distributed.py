@@ -263,6 +263,45 @@ def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, me
     assert all(b > 0 for b in crossed)
 
 
+def test_a_killed_split_run_resumes_to_the_uninterrupted_result(forced_world, tmp_path):
+    """SIGKILL to the whole torchrun process tree of a split run once its step-2 checkpoint is committed, then
+    --resume: each group restores its own model and the run ends with the uninterrupted run's metrics and weights."""
+    import signal
+    import time
+
+    import yaml
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["scale"] = {"processes": 2, "placement": "split"}
+    config["train"].update(steps=6, checkpoint_every=1)
+    path = tmp_path / "split.yaml"
+    path.write_text(yaml.safe_dump(config))
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    result = _graft_train(path, whole, 6, method="graft")
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--steps", "6"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graft.cli"]
+    proc = subprocess.Popen(
+        [*cmd, *args, "--out", str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (killed / "checkpoints" / "step_00002" / "state.json").is_file():
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 2"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert not (killed / "done.json").exists()
+    result = _graft_train(path, killed, 6, resume=True, method="graft")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _metrics_without_timings(killed) == _metrics_without_timings(whole)
+    for m in "AB":
+        mine, reference = _final_weights(killed, m, 6), _final_weights(whole, m, 6)
+        assert all(torch.equal(mine[k], reference[k]) for k in reference)
+
+
 def test_hugging_face_rollouts_seeded_per_prompt_sample_alike_on_one_process_and_two(forced_world, tmp_path):
     """train.rollout_seeds: prompt: each prompt sampled alone from a seed of the step and its position, so a pair
     colocated on two processes (each sampling half the prompts, both models sharded) samples what one process
