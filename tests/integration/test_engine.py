@@ -304,7 +304,10 @@ def test_grader_scores_pathological_answers_zero_within_the_timeout():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--method", "graft", "--models", "A"], "--models: method with a live peer needs two models A,B, got 1"),
+        (
+            ["--method", "graft", "--models", "A"],
+            "--models: method with a live peer needs two or more models A,B,..., got 1",
+        ),
         (["--method", "grpo_n8", "--models", "A,Z"], "--models: unknown model 'Z'; models: A, B"),
         (["--method", "replay", "--models", "B"], "--peer-archive: required by a method that replays"),
         (["--method", "graft_x", "--models", "A,B"], "unknown method preset 'graft_x'"),
