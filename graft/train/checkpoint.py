@@ -120,6 +120,7 @@ def save(
     world: World,
     dtypes: dict[str, str],
     capabilities: dict[str, CapabilityTracker],
+    model_processes: dict[str, int],
     keep_resumable: int = 2,
     interim: bool = False,
 ) -> None:
@@ -127,7 +128,9 @@ def save(
     ``interim``: a checkpoint saved by wall time, which replaces the previous interim one. Every interim
     checkpoint older than a new checkpoint goes. ``learners``: this process's models (each saved by the processes
     it is sharded over); ``world``: the whole job; ``dtypes``: each model's configured dtype, in which a sharded
-    run exports its float32 master weights; ``capabilities``: every model's HACPO tracker."""
+    run exports its float32 master weights; ``capabilities``: every model's HACPO tracker; ``model_processes``:
+    how many processes each model is sharded over (the placement's), so that a resume can tell a sharded model from
+    a whole one."""
     final = run.interim_root / step_name(next_step) if interim else run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
@@ -148,14 +151,11 @@ def save(
             torch.save(learner.optimizer.state_dict(), single)
         if home.is_main:
             learner.policy.tokenizer.save_pretrained(tmp / learner.name)
-    # every process's processes-per-model, so that a resume can tell a sharded model from a whole one
-    parts = world.gather({learner.name: learner.world.size for learner in learners})
-    sizes = {name: size for part in parts for name, size in part.items()}
     if world.is_main:
         state = {
             "next_step": next_step,
             "processes": world.size,
-            "model_processes": sizes,
+            "model_processes": model_processes,
             "engine": _engine(learners),
             "capability": {name: tracker.state_dict() for name, tracker in capabilities.items()},
             **_rng_state(),

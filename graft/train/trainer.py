@@ -292,6 +292,9 @@ class Trainer:
         keep = self.cfg.train.resumable_checkpoints
         last_save = time.monotonic()
         dtypes = {name: self.cfg.models[name].dtype for name in self.req.models}
+        save = lambda next_step, interim: checkpoint.save(  # noqa: E731
+            run, next_step, self.learners, self.world, dtypes, self.capabilities, self.placement.sizes, keep, interim
+        )
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
             for step in range(self.start_step, self.req.steps):
@@ -302,12 +305,10 @@ class Trainer:
                     tracker.log(step, rows)
                     log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 if (step + 1) % every == 0 or step + 1 == self.req.steps:
-                    checkpoint.save(run, step + 1, self.learners, self.world, dtypes, self.capabilities, keep)
+                    save(step + 1, interim=False)
                     last_save = time.monotonic()
                 elif minutes is not None and self._time_to_save(last_save, minutes):
-                    checkpoint.save(
-                        run, step + 1, self.learners, self.world, dtypes, self.capabilities, keep, interim=True
-                    )
+                    save(step + 1, interim=True)
                     last_save = time.monotonic()
             if self.req.eval_dir is not None:
                 from graft.eval.evaluate import Evaluator, evaluate_run
