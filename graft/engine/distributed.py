@@ -74,7 +74,8 @@ class World:
         return out
 
     def sum(self, values: list[float]) -> list[float]:
-        """Element-wise sum of a list of floats over the processes (float64, so totals do not drift)."""
+        """Element-wise sum of a list of floats over the processes (float64, so totals do not drift). A host
+        tensor: the job's groups carry gloo for host tensors beside NCCL (``process_group_backend``)."""
         if not self.distributed:
             return list(values)
         t = torch.tensor(values, dtype=torch.float64)
@@ -89,12 +90,26 @@ class World:
 SINGLE = World()
 
 
+ACCELERATOR_BACKENDS = {"cuda": "nccl"}
+"""The collective backend for each accelerator's tensors."""
+
+
+def process_group_backend(device_type: str) -> str:
+    """The backend of the job's process groups: gloo on CPUs; on GPUs NCCL for device tensors with gloo beside it
+    for host tensors (as verl creates its groups). NCCL takes CUDA tensors only ("No backend type associated with
+    device type cpu"), and graft's own collectives (``World.sum``, object gathers, barriers, the checkpoint's
+    planning) are on host values; the groups graft.engine.placement makes inherit both."""
+    if device_type == "cpu":
+        return "gloo"
+    return f"cpu:gloo,{device_type}:{ACCELERATOR_BACKENDS[device_type]}"
+
+
 def init_world(timeout_s: float = ScaleSpec.process_group_timeout_s) -> World:
     """The world torchrun describes in the environment (RANK, WORLD_SIZE, LOCAL_RANK), or a single process
     (on the first GPU when there is one).
 
-    NCCL with one GPU per process when CUDA is present, gloo on CPUs (the tests). ``timeout_s``: how long a
-    collective may wait for the slowest process (``scale.process_group_timeout_s``)."""
+    One GPU per process when CUDA is present, with the groups of ``process_group_backend``. ``timeout_s``: how
+    long a collective may wait for the slowest process (``scale.process_group_timeout_s``)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
         return World(device_name="cuda:0") if torch.cuda.is_available() else SINGLE
@@ -102,13 +117,13 @@ def init_world(timeout_s: float = ScaleSpec.process_group_timeout_s) -> World:
     if torch.cuda.is_available():
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
-        backend = "nccl"
     else:
         device = torch.device("cpu")
-        backend = "gloo"
     if not dist.is_initialized():
         dist.init_process_group(
-            backend, device_id=device if backend == "nccl" else None, timeout=datetime.timedelta(seconds=timeout_s)
+            process_group_backend(device.type),
+            device_id=device if device.type != "cpu" else None,
+            timeout=datetime.timedelta(seconds=timeout_s),
         )
     return World(rank=dist.get_rank(), size=dist.get_world_size(), device_name=str(device), local_rank=local)
 

@@ -148,11 +148,15 @@ def test_plan_covers_every_row_once_within_limits(lengths, world, max_rows, max_
 
 def _graft_train(
     config: Path, out: Path, steps: int, resume: bool = False, method: str = "graft_no_gate", models: str = "A,B",
-    extra: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (), groups: str | None = None,
 ) -> subprocess.CompletedProcess:  # fmt: skip
+    """``groups``: run in process groups laid out as on GPUs (tests/helpers/cuda_only_groups.py: ``gpu`` or
+    ``nccl-alone``) rather than plain gloo."""
     # without the gate every transferred response is trained on, so the peer path surely runs in 3 steps
     args = ["train", "--config", str(config), "--method", method, "--models", models, "--seed", "0"]
     args += ["--out", str(out), "--steps", str(steps), *(["--resume"] if resume else []), *extra]
+    if groups is not None:
+        return _torchrun(2, str(TESTS / "helpers" / "cuda_only_groups.py"), groups, *args, pythonpath=TESTS)
     return _torchrun(2, "-m", "graft.cli", *args)
 
 
@@ -231,7 +235,9 @@ def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, me
     """scale.placement: split over two gloo processes, one model each, sampling, scoring and updating at the same
     time with only the step's records crossing: the metrics and weights of the same pair colocated in one
     process, bit for bit (each model has one process either way); a split run stopped after its step-2
-    checkpoint and resumed ends the same. HACPO needs the peer's capability, which lives on the other process."""
+    checkpoint and resumed ends the same. HACPO needs the peer's capability, which lives on the other process.
+    The split runs are in process groups laid out as on GPUs, where a host tensor in a collective without a CPU
+    backend fails as under NCCL: every collective of the run, its checkpoint and its resume takes them."""
     import yaml
 
     from graft.cli import main
@@ -247,7 +253,7 @@ def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, me
     torch.set_num_threads(1)
     assert main([*args, "--out", str(colocated), "--steps", "3"]) == 0
     for steps, resume in ((2, False), (3, True)):
-        result = _graft_train(split_path, split, steps, resume, method=method)
+        result = _graft_train(split_path, split, steps, resume, method=method, groups="gpu")
         assert result.returncode == 0, result.stderr[-3000:]
 
     rows = _metrics_without_timings(split)
@@ -261,6 +267,20 @@ def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, me
 
     crossed = [json.loads(line)["exchange_bytes"] for line in (split / "metrics.jsonl").read_text().splitlines()]
     assert all(b > 0 for b in crossed)
+
+
+def test_groups_with_nccl_alone_refuse_the_host_tensors_of_a_run(forced_world, tmp_path):
+    """The failure the GPU layout prevents, reproduced: with NCCL's rule and no CPU backend beside it (how the job's
+    groups were made before), the first of graft's host collectives stops the run."""
+    import yaml
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["scale"] = {"processes": 2, "placement": "split"}
+    path = tmp_path / "split.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = _graft_train(path, tmp_path / "run", 1, groups="nccl-alone")
+    assert result.returncode != 0
+    assert "No backend type associated with device type cpu" in result.stderr
 
 
 def test_a_killed_split_run_resumes_to_the_uninterrupted_result(forced_world, tmp_path):
