@@ -33,7 +33,8 @@ from graft.train.learner import Learner
 
 
 def resume_state(ckpt: Path, model: str) -> tuple[Path, Path]:
-    """Where a checkpoint keeps a model's optimizer state: one process's ``optimizer.pt``, or the directory
+    """Where a checkpoint keeps the state a resume needs: one process's ``optimizer.pt`` (with the float32 master
+    weights when the model is exported in bfloat16), or the directory
     of a sharded run's model and optimizer shards."""
     return ckpt / model / "optimizer.pt", ckpt / model / "sharded"
 
@@ -143,12 +144,16 @@ def save(
             else:
                 save_sharded(learner.policy.model, learner.optimizer, sharded, home)
             weights = learner.main_weights()
-            if home.is_main:  # in the configured dtype, as a single process would have written it
-                weights = {k: v.to(DTYPES[dtypes[learner.name]]) for k, v in weights.items()}
+            if home.is_main:  # in the configured dtype, as a single process writes it
+                weights = _cast(weights, DTYPES[dtypes[learner.name]])
                 _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=weights)
         else:
-            _save_pretrained(learner.policy.model, tmp / learner.name)
-            torch.save(learner.optimizer.state_dict(), single)
+            export = DTYPES[dtypes[learner.name]]
+            masters = learner.policy.model.state_dict()
+            _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=_cast(masters, export))
+            # the float32 masters beside the optimizer when the export rounds them (a bfloat16 model)
+            kept = {"masters": masters} if any(v.dtype != export for v in masters.values()) else {}
+            torch.save({"optimizer": learner.optimizer.state_dict(), **kept}, single)
         if home.is_main:
             learner.policy.tokenizer.save_pretrained(tmp / learner.name)
     if world.is_main:
@@ -171,6 +176,11 @@ def save(
         if not interim:
             _prune(run, keep_resumable, list(capabilities))
     world.barrier()
+
+
+def _cast(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Floating-point tensors in ``dtype`` (a checkpoint's Hugging Face copy is in the model's configured dtype)."""
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()}
 
 
 def _save_pretrained(model: torch.nn.Module, directory: Path, **kwargs) -> None:
@@ -267,7 +277,10 @@ def _load_single(learner: Learner, ckpt: Path) -> None:
     tied = {k for k in result.missing_keys if "lm_head" in k}
     if result.unexpected_keys or set(result.missing_keys) - tied:
         raise ConfigError(f"--resume: checkpoint {str(ckpt)!r} does not match model {learner.name!r}")
-    learner.optimizer.load_state_dict(torch.load(resume_state(ckpt, learner.name)[0], weights_only=True))
+    state = torch.load(resume_state(ckpt, learner.name)[0], weights_only=True)
+    if "masters" in state:  # the float32 weights the Hugging Face copy rounded
+        learner.policy.model.load_state_dict(state["masters"])
+    learner.optimizer.load_state_dict(state["optimizer"])
 
 
 def _step_of(line: str, default: int) -> int:

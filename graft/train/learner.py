@@ -72,17 +72,32 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
         return engine, True
     per_prompt = t.rollout_seeds == "prompt"
     if world.distributed:
-        sampler = copy.deepcopy(policy.model).requires_grad_(False).eval()
+        sampler = copy.deepcopy(policy.model).requires_grad_(False).eval().to(world.device)
         copy_policy = dataclasses.replace(policy, model=sampler)
         return HFRollout(copy_policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch, per_prompt), True
     return HFRollout(policy, t.max_response_tokens, t.temperature, t.top_p, t.rollout_batch, per_prompt), False
 
 
+def compute_in(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Mixed precision on one process: the float32 master weights stay, each forward runs under autocast in
+    ``dtype`` (what the sharded path gets from FSDP2's ``MixedPrecisionPolicy``, and Hugging Face's trainers from
+    accelerate on one GPU). An optimizer step on bfloat16 weights at the paper's learning rate rounds most updates
+    away."""
+    if dtype == torch.float32:
+        return
+    device_type = next(model.parameters()).device.type
+    model.forward = torch.autocast(device_type=device_type, dtype=dtype)(model.forward)
+
+
 def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGLE) -> Learner:
+    """The model with float32 master weights on every run, computing in the configured dtype; built in the order
+    graft.memory plans a GPU for: the model is loaded on the CPU, the rollout engine starts (vLLM takes its share of
+    the GPU's free memory when it starts, and refuses to start when less is free) and goes to sleep, and only then
+    does the model reach the GPU, sharded there piece by piece (FSDP2 moves each shard to its device), or whole on
+    one process."""
     spec = cfg.models[name]
-    # Sharded training keeps float32 master weights and computes in the configured dtype.
-    policy = load_policy(name, spec, dtype="float32" if world.distributed else None)
-    policy.model.to(world.device)
+    compute = DTYPES[spec.dtype]
+    policy = load_policy(name, spec, dtype="float32")
     policy.model.eval()  # no dropout in RL updates: the ratio's denominator is the same network
     if cfg.scale.gradient_checkpointing:
         enable_gradient_checkpointing(policy.model)
@@ -92,9 +107,15 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
         ref = copy.deepcopy(policy.model).requires_grad_(False)
     deepspeed = world.distributed and cfg.scale.engine == "deepspeed"
     if world.distributed and not deepspeed:
-        shard_model(policy.model, world, DTYPES[spec.dtype])
-        if ref is not None:
-            shard_model(ref, world, DTYPES[spec.dtype])
+        for module in (policy.model, ref):
+            if module is not None:
+                shard_model(module, world, compute)
+    else:
+        for module in (policy.model, ref):
+            if module is not None:
+                module.to(world.device)
+                if not world.distributed:
+                    compute_in(module, compute)
     t = cfg.train
     optimizer = torch.optim.AdamW(
         policy.model.parameters(), lr=spec.lr or t.lr, betas=(t.beta1, t.beta2), weight_decay=t.weight_decay
@@ -103,7 +124,7 @@ def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGL
     if deepspeed:  # the reference model (HACPO's KL) stays whole on every process: it is frozen
         from graft.engine import deepspeed_engine
 
-        config = deepspeed_engine.engine_config(t.grad_clip, cfg.scale.zero_stage, DTYPES[spec.dtype])
+        config = deepspeed_engine.engine_config(t.grad_clip, cfg.scale.zero_stage, compute)
         engine = deepspeed_engine.wrap(policy.model, optimizer, config)
     recompute = t.old_logprobs == "recompute" or (t.old_logprobs == "auto" and separate)
     return Learner(name, policy, optimizer, rollout, ref, world, separate, recompute, engine)

@@ -40,6 +40,15 @@ def test_pinned_version_is_the_installed_one():
     assert vllm.__version__.startswith(VERSIONS[installed_build()])
 
 
+def test_every_call_into_vllm_matches_the_installed_build():
+    """The engine's constructor, sleep, wake-up, prefix-cache reset, RPC and generate, the sampling parameters and
+    the worker extension's in-place reload, against the installed build's source: under the GPU build (installed
+    without CUDA, as CI does) its GPU worker and model runner, which only a GPU runs."""
+    from helpers.vllm_calls import mismatches, vllm_root
+
+    assert mismatches(vllm_root()) == []
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_request_outputs_become_samples(flat):
     outputs = [
