@@ -75,7 +75,22 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
         if problem:
             raise ConfigError(f"workflow.group_methods: {c.method!r} cannot train group {c.cell}: {problem}")
     check_memory(cfg, cells)
+    check_engines(cfg, cells)
     return cells
+
+
+def check_engines(cfg: RunConfig, cells: list[TrainingCell]) -> None:
+    """Refuse, before anything is submitted, a model that the jobs' vLLM CPU build has no attention kernel for
+    (the jobs' environment: ``workflow.environment``, else this one)."""
+    from graft.engine.vllm import cpu_head_size_problem, environment_build
+
+    if cfg.scale.rollout != "vllm" or environment_build(cfg.workflow.environment) != "cpu":
+        return
+    for name in dict.fromkeys(m for c in cells for m in c.models):
+        sizes = model_sizes(cfg, name)
+        problem = sizes and cpu_head_size_problem(name, sizes.head_dim)
+        if problem:
+            raise ConfigError(problem)
 
 
 def memory_plans(cfg: RunConfig, cells: list[TrainingCell]) -> dict[tuple[str, ...], list[Phase] | None]:

@@ -173,6 +173,9 @@ class Evaluator:
             if model in self.engines:
                 self.engines[model].load_weights(policy.model.state_dict())
             else:
+                from graft.engine.vllm import check_models
+
+                check_models({model: checkpoint})
                 self.engines[model] = vllm_evaluator(self.config, model, checkpoint)
             rollout = self.engines[model]
         elif torch.cuda.is_available():

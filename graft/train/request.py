@@ -61,9 +61,10 @@ def validate_request(req: TrainRequest) -> None:
     elif req.peer_archives:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
     if req.config.scale.rollout == "vllm":
-        from graft.engine.vllm import check_available
+        from graft.engine.vllm import check_available, check_models
 
         check_available()
+        check_models({m: req.config.models[m].path for m in req.models})
     if req.eval_dir is not None and req.config.scale.processes > 1:
         raise ConfigError(
             "--eval-dir: not with scale.processes > 1; evaluate checkpoints in their own jobs "

@@ -49,6 +49,23 @@ def test_every_call_into_vllm_matches_the_installed_build():
     assert mismatches(vllm_root()) == []
 
 
+@pytest.mark.skipif(installed_build() != "cpu", reason="the CPU build's attention kernels")
+def test_the_cpu_head_sizes_are_the_installed_cpu_build_s():
+    import ast
+
+    from helpers.vllm_calls import vllm_root
+
+    from graft.engine.vllm import CPU_HEAD_SIZES
+
+    tree = ast.parse((vllm_root() / "v1" / "attention" / "backends" / "cpu_attn.py").read_text())
+    found = next(
+        ast.literal_eval(node.body[-1].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "get_supported_head_sizes"
+    )
+    assert tuple(found) == CPU_HEAD_SIZES
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_request_outputs_become_samples(flat):
     outputs = [
