@@ -2,13 +2,20 @@
 
 1. Memory at the paper's shapes: the peak of scoring 16 rows of 2,048 + 4,096 tokens and of one update
    micro-batch of 36,864 tokens (gradient checkpointing, FSDP2 with bf16 compute) on the SmolLM3-3B and
-   Qwen3-1.7B architectures, beside graft.memory's prediction of the same terms.
-2. Two engines at the configured memory share (``scale.vllm_memory`` of config/paper.yaml), asleep from the
-   start, each waking after a training peak: GPU memory in use at each point, and whether they start.
-3. The weight sync's seconds (graft.engine.weight_sync: streamed, one file per node).
-4. The engine's log-probs against the trainer's on a model whose outputs are not flat (the final norm scaled up,
-   so that sampled tokens have log-probs far from uniform, where any two computations would agree).
-Then training and rollout throughput. Prints a table; writes JSON.
+   Qwen3-1.7B architectures, beside graft.memory's prediction of the same terms; for every phase the driver's
+   view (``mem_get_info``: every process on the GPU, the engines' included) and the caching allocator's reserve.
+2. graft's own collectives (sums, gathers, barriers) in the job's process groups, under NCCL where the job has two
+   or more processes (said so where it has one).
+3. One process, the way a one-GPU run trains: float32 master weights under bf16 autocast, one update at the
+   paper's learning rate, which must change most weights (on bf16 weights it rounds most changes away).
+4. Two engines at the configured memory share (``scale.vllm_memory`` of config/paper.yaml), asleep from the
+   start, each waking after a training peak: GPU memory in use at each point, the KV cache each engine reports.
+5. The weight sync's seconds (graft.engine.weight_sync: streamed, one file per node), then sleep at level 2, wake,
+   reload and generate with CUDA graphs on. The synced weights are perturbed far from the engine's (the final
+   norm's scale changed), and the engine's log-probs must match the trainer's forward of the new weights and
+   not of the old: a sync that loads nothing fails.
+Then training and rollout throughput. Prints a table; writes its JSON after every phase, so a crash keeps what
+ran; exits non-zero when a check fails.
 
 Run by bench/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
 Hugging Face backend otherwise (then with far fewer sequences: ``generate`` keeps every step's logits).
@@ -34,13 +41,14 @@ import torch.distributed as dist
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from graft.engine import deepspeed_engine
-from graft.engine.distributed import World, enable_gradient_checkpointing, shard_model
+from graft.engine.distributed import World, enable_gradient_checkpointing, process_group_backend, shard_model
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.engine.rollout import HFRollout
 from graft.engine.weight_sync import WeightStream
 from graft.methods import get_method
 from graft.train.exchange import Row
+from graft.train.learner import compute_in
 from graft.train.update import UpdateSettings, minibatch_update
 
 # Qwen/Qwen3-1.7B-Base's config.json (architecture only)
@@ -76,6 +84,11 @@ SMOLLM3_3B = dict(
 SHARPEN = 30.0
 """The final norm's weight is multiplied by this: random weights give near-uniform next-token distributions, on
 which any two log-prob computations agree; scaled logits make them peaked, as a trained model's are."""
+PERTURB = 0.5
+"""Before the checked sync the trained model's final norm is scaled by this: the new weights' log-probs are then far
+from the engine's old ones, so the check tells a sync that loaded them from one that did not."""
+SYNC_TOLERANCE = 0.1
+"""Largest mean |log-prob difference| between the engine and the trainer on the same weights (bf16 on both sides)."""
 TINY = dict(
     vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
     num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, tie_word_embeddings=True, eos_token_id=1,
@@ -166,6 +179,8 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
         tokens, response = rows[phase] * width, rows[phase] * cfg.memory_response
         plan = pass_bytes(sizes, tokens, response, TrainSpec.logits_chunk_mib, grad, compute_bytes, world.size)
         peak = torch.cuda.max_memory_allocated() - resident if cuda else float("nan")
+        results[f"memory_{arch}_{phase}_reserved_peak_gib"] = peak_reserved_gib(world)
+        results[f"memory_{arch}_{phase}_gpu_used_gib"] = used_gib(world)
         results[f"memory_{arch}_{phase}_tokens"] = tokens
         results[f"memory_{arch}_{phase}_peak_gib"] = peak / 2**30
         results[f"memory_{arch}_{phase}_plan_gib"] = plan / 2**30
@@ -178,17 +193,65 @@ def ids_only_tokenizer(cfg) -> SimpleNamespace:
 
 
 def start_world() -> World:
-    """A process group even for one process, so that training runs the sharded (FSDP2) path."""
+    """A process group even for one process, so that training runs the sharded (FSDP2) path; its backend is the
+    one graft's jobs use (NCCL beside gloo for host tensors on GPUs)."""
     cuda = torch.cuda.is_available()
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if cuda:
         torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    return World(dist.get_rank(), dist.get_world_size(), f"cuda:{local}" if cuda else "cpu")
+    dist.init_process_group(process_group_backend("cuda" if cuda else "cpu"))
+    return World(dist.get_rank(), dist.get_world_size(), f"cuda:{local}" if cuda else "cpu", local_rank=local)
 
 
 def peak_gib(world: World) -> float:
     return torch.cuda.max_memory_allocated() / 2**30 if world.device.type == "cuda" else float("nan")
+
+
+def peak_reserved_gib(world: World) -> float:
+    """What the caching allocator held at its peak: the memory other processes could not have."""
+    return torch.cuda.max_memory_reserved() / 2**30 if world.device.type == "cuda" else float("nan")
+
+
+def collectives_phase(world: World, results: dict) -> None:
+    """graft's host-side collectives in the job's groups: a float64 sum, an object gather, a barrier."""
+    total = world.sum([1.0, float(world.rank)])
+    gathered = world.gather(world.rank)
+    world.barrier()
+    ok = total == [float(world.size), float(sum(range(world.size)))] and gathered == list(range(world.size))
+    backend = dist.get_backend_config()
+    results["collectives"] = (
+        f"{'ok' if ok else 'WRONG'}: sum, gather and barrier on {world.size} processes ({backend})"
+        if world.size > 1
+        else f"not run: one process ({backend}); run on a machine with two or more GPUs"
+    )
+    if not ok:
+        results.setdefault("failed", []).append("collectives")
+
+
+def one_process_phase(cfg, world: World, results: dict) -> None:
+    """One GPU's training as graft.train.learner builds it: float32 masters, bf16 autocast (compute_in), one
+    update at the paper's learning rate; most weights must move."""
+    model = random_model(cfg.model, world.device)
+    enable_gradient_checkpointing(model)
+    compute_in(model, torch.bfloat16 if world.device.type == "cuda" else torch.float32)
+    policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), PromptFormat(""))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    rows = training_rows(cfg, SimpleNamespace(size=1))[:2]
+    settings = UpdateSettings(grad_clip=1.0, micro_batch=2, micro_batch_tokens=None)
+    minibatch_update(get_method("graft"), policy, optimizer, rows, settings=settings)
+    dtypes = {p.dtype for p in model.parameters()} | {
+        v.dtype for state in optimizer.state.values() for v in state.values() if v.dim() > 0
+    }
+    moved = sum(int((p.detach() != before[k]).sum()) for k, p in model.named_parameters())
+    share = moved / sum(p.numel() for p in model.parameters())
+    results["one_process_master_dtypes"] = ", ".join(sorted(str(d) for d in dtypes))
+    results["one_process_share_of_weights_moved"] = share
+    if dtypes != {torch.float32} or share < 0.5:
+        results.setdefault("failed", []).append("one_process")
+    del model, policy, optimizer, before
+    if world.device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def used_gib(world: World) -> float:
@@ -238,8 +301,16 @@ def start_engines(cfg, directory: Path, world: World, results: dict) -> list:
             )
         )
         results[f"engine{len(engines)}_start_s"] = time.perf_counter() - t0
+        results[f"engine{len(engines)}_kv_cache_tokens"] = kv_cache_tokens(engines[-1])
     results["gpu_used_gib_engines_built_asleep"] = used_gib(world)
     return engines
+
+
+def kv_cache_tokens(engine) -> int | None:
+    """The KV cache the engine reports: its blocks times the block size (None where the engine does not say)."""
+    cache = getattr(getattr(getattr(engine.llm, "llm_engine", None), "vllm_config", None), "cache_config", None)
+    blocks = getattr(cache, "num_gpu_blocks", None)
+    return None if blocks is None else int(blocks) * int(cache.block_size)
 
 
 def rollout(engine, prompts: list[list[int]], n: int, world: World, results: dict, backend: str) -> None:
@@ -285,9 +356,29 @@ def engine_phase(cfg, engines: list, policy: Policy, stepper, world: World, resu
             engine.generate(random_prompts(cfg, 2, world.rank), 2, seed=world.rank)
         results[f"gpu_used_gib_engine{index}_asleep_after_rollout"] = used_gib(world)
     engine = engines[0]
-    engine.sync_from(WeightStream(model), world)
     engine.max_new_tokens = 64
     prompts = random_prompts(cfg, 2, 100 + world.rank)
+    old = engine_against_trainer(engine, policy, model, prompts, world, results, "before")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("model.norm.weight"):
+                p.mul_(PERTURB)
+    # slept at level 2 after the last rollout: the sync wakes the weights, the rollout the KV cache
+    new = engine_against_trainer(engine, policy, model, prompts, world, results, "after")
+    results["sync_check"] = (
+        f"engine vs trainer after perturbing: {new:.3g} mean |diff| (tolerance {SYNC_TOLERANCE}); "
+        f"the same check before the perturbation gave {old:.3g}"
+    )
+    results["cuda_graphs"] = not engine.llm.llm_engine.vllm_config.model_config.enforce_eager
+    if not (new <= SYNC_TOLERANCE and old <= SYNC_TOLERANCE):
+        results.setdefault("failed", []).append("weight_sync")
+
+
+def engine_against_trainer(engine, policy, model, prompts, world, results, when: str) -> float:
+    """Sync the trainer's weights into the engine, sample, and compare the engine's log-probs of its samples with
+    the trainer's forward; also records how far the samples' log-probs are from those of the weights the engine
+    had before (the previous call's), which a failed sync would match."""
+    engine.sync_from(WeightStream(model), world)
     samples = [s for group in engine.generate(prompts, 2, seed=7) for s in group]
     with torch.no_grad():
         logp, _ = response_logprobs(
@@ -299,9 +390,11 @@ def engine_phase(cfg, engines: list, policy: Policy, stepper, world: World, resu
         if s.token_ids
     ]
     sampled = [lp for s in samples for lp in s.logprobs]
-    results["engine_sampled_logprob_mean"] = sum(sampled) / max(len(sampled), 1)  # near 0: a peaked model
-    results["logprob_max_abs_diff"] = max(d.max().item() for d in diffs) if diffs else None
-    results["logprob_mean_abs_diff"] = torch.cat(diffs).mean().item() if diffs else None
+    mean = torch.cat(diffs).mean().item() if diffs else float("inf")
+    results[f"engine_sampled_logprob_mean_{when}"] = sum(sampled) / max(len(sampled), 1)
+    results[f"logprob_max_abs_diff_{when}"] = max(d.max().item() for d in diffs) if diffs else None
+    results[f"logprob_mean_abs_diff_{when}"] = mean
+    return mean
 
 
 def training_rows(cfg, world: World) -> list[Row]:
@@ -373,6 +466,15 @@ def main() -> int:
         "response_tokens": cfg.response_tokens,
         "micro_batch_tokens": cfg.micro_batch_tokens,
     }
+    name = "gpu_check" + ("_tiny" if args.tiny else "") + ("_deepspeed" if args.engine == "deepspeed" else "")
+
+    def phase_done(phase: str) -> None:
+        """The figures so far, written at once: a crash in a later phase keeps them."""
+        results["phases_done"] = [*results.get("phases_done", []), phase]
+        if world.is_main:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+
     # one directory for every process: process 0 writes the model there, the others read it
     shared = [tempfile.mkdtemp(prefix="gpu_check_") if world.is_main else None]
     dist.broadcast_object_list(shared, src=0)
@@ -380,17 +482,25 @@ def main() -> int:
     try:
         if world.is_main:
             directory.mkdir()
+        collectives_phase(world, results)
+        phase_done("collectives")
         if not args.no_memory:
             memory_phase(cfg, world, results)
+            phase_done("memory")
+        one_process_phase(cfg, world, results)
+        phase_done("one process")
         t0 = time.perf_counter()
         build_model(cfg, directory, world)
         results["build_s"] = time.perf_counter() - t0
         engines = start_engines(cfg, directory, world, results)
+        phase_done("engines started")
         policy, stepper = training_phase(cfg, directory, world, results, args.engine)
+        phase_done("training")
         if engines:
             engine_phase(cfg, engines, policy, stepper, world, results)
         else:
             hf_rollout_phase(cfg, directory, world, results)
+        phase_done("rollout")
         dist.barrier()
     finally:
         if world.is_main:
@@ -401,15 +511,10 @@ def main() -> int:
         for key, value in results.items():
             shown = f"{value:.4g}" if isinstance(value, float) else str(value)
             print(f"| {key:<{width}} | {shown} |")
-        args.out.mkdir(parents=True, exist_ok=True)
-        name = (
-            "gpu_check"
-            + ("_tiny" if args.tiny else "")
-            + ("_deepspeed" if args.engine == "deepspeed" else "")
-            + ".json"
-        )
-        (args.out / name).write_text(json.dumps(results, indent=2) + "\n")
     dist.destroy_process_group()
+    if results.get("failed"):
+        print(f"gpu_check.py: FAILED: {', '.join(results['failed'])}", file=sys.stderr)
+        return 1
     return 0
 
 

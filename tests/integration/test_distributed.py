@@ -429,16 +429,20 @@ def test_replay_from_two_archives_takes_each_prompt_from_one(forced_group, tmp_p
 
 
 def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
-    """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU so that the script does not
-    rot between GPU sessions (its timings are not checked here)."""
+    """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU, on two processes so that the
+    collectives phase runs, so that the script does not rot between GPU sessions (its timings are not checked
+    here). Its checks hold: the collectives' results, float32 masters on one process with most weights moved."""
     import json
 
     script = TESTS.parent / "bench" / "gpu_check.py"
-    result = _torchrun(1, str(script), "--tiny", "--out", str(tmp_path), pythonpath=TESTS.parent)
+    result = _torchrun(2, str(script), "--tiny", "--out", str(tmp_path), pythonpath=TESTS.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_check_tiny.json").read_text())
-    assert report["train_tokens"] == 8 * (16 + 32) and report["rollout_backend"] == "hf generate"
-    assert report["rollout_sequences"] == 4 and 0 < report["rollout_tokens"] <= 4 * 32
+    assert report["phases_done"] == ["collectives", "memory", "one process", "engines started", "training", "rollout"]
+    assert "failed" not in report and report["collectives"].startswith("ok: sum, gather and barrier on 2 processes")
+    assert report["one_process_master_dtypes"] == "torch.float32" and report["one_process_share_of_weights_moved"] > 0.5
+    assert report["train_tokens"] == 2 * 8 * (16 + 32) and report["rollout_backend"] == "hf generate"
+    assert report["rollout_sequences"] == 8 and 0 < report["rollout_tokens"] <= 8 * 32
     assert "| train_tokens_per_s" in result.stdout
 
 
