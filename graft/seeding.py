@@ -24,6 +24,11 @@ def _step_salt(seed: int, step: int, salt: int) -> int:
     return ((seed * 1_000_003 + step) * 101 + salt) % _MAX
 
 
+VLLM_SAMPLE_STRIDE = 2**16
+"""The distance between neighbouring prompts' vLLM seeds. Modulo the prime 2**31 - 1, two prompts fewer than
+2**15 apart have seeds at least this far apart, so their samples' seeds (seed + k, k < n) never meet while n is
+below it."""
+
 _FORMULAS: dict[str, Callable[..., int]] = {
     # The prompt permutation of one epoch: every model of a run, and every replay with the seed, sees it.
     "epoch": lambda seed, epoch: seed * 100_003 + epoch,
@@ -54,8 +59,10 @@ _FORMULAS: dict[str, Callable[..., int]] = {
     "warmup_slips": lambda seed, model: seed * 65_537 + _name(model) + 1,
     # How one toy model's warm-up solutions pick between its dialect and the common writing (toy.mismatch).
     "warmup_dialect": lambda seed, model: seed * 65_537 + _name(model) + 2,
-    # vLLM's per-prompt seed within one generate call, so samples do not depend on batching.
-    "vllm_prompt": lambda seed, index: (seed * 1_000_003 + index) % (2**31 - 1),
+    # vLLM's per-prompt seed within one generate call, so samples do not depend on batching. vLLM seeds a prompt's
+    # k-th sample with seed + k, so prompts' seeds are VLLM_SAMPLE_STRIDE apart: samples of different prompts never
+    # share a stream (for up to 32,768 prompts a call, n < 65,536; see VLLM_SAMPLE_STRIDE).
+    "vllm_prompt": lambda seed, index: ((seed * 1_000_003 + index) * VLLM_SAMPLE_STRIDE) % (2**31 - 1),
     # The Hugging Face backend's per-prompt seed (train.rollout_seeds: prompt): the same idea for torch's generator.
     "hf_prompt": lambda seed, index: (seed * 1_000_003 + index + 1) % (2**31 - 1),
 }

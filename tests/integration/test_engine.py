@@ -341,3 +341,16 @@ def test_training_evaluates_every_checkpoint_and_fills_gaps_on_resume(forced_wor
         TrainRequest(cfg, get_method("graft"), ["A", "B"], 0, tmp_path / "run", 3, resume=True, eval_dir=evals)
     ).run()
     assert json.loads((evals / "B" / "step_00002.json").read_text()) == first
+
+
+def test_neighbouring_prompts_draw_different_streams_under_per_prompt_seeds(forced_world):
+    """train.rollout_seeds: prompt seeds each prompt from its position: the same prompt at two neighbouring
+    positions samples differently, and a position alone samples what it samples among others."""
+    torch.set_num_threads(1)
+    policy = load_policy("A", ModelSpec(path=str(forced_world["A"]), template=TEMPLATE))
+    prompt = policy.encode(policy.prompt_text(next(iter(FORCED.values()))[0]))
+    rollout = HFRollout(policy, max_new_tokens=12, per_prompt_seeds=True)
+    first, second = rollout.generate([prompt, prompt], n=4, seed=3)
+    assert [s.token_ids for s in first] != [s.token_ids for s in second]
+    (alone,) = rollout.generate([prompt], n=4, seed=3, positions=[1])
+    assert [s.token_ids for s in alone] == [s.token_ids for s in second]

@@ -20,7 +20,7 @@ GOLDEN = [
     ("order", (5, 11, "qwen"), 806580259),
     ("eval", (3, "math500"), 2640156262),
     ("complementarity", (3, "math500"), 2640156262),
-    ("vllm_prompt", (9, 4), 9000031),
+    ("vllm_prompt", (9, 4), 1415512338),
     ("hf_prompt", (9, 4), 9000032),
     ("warmup_slips", (3, "math500"), 2640156263),
     ("warmup_dialect", (3, "math500"), 2640156264),
@@ -48,7 +48,15 @@ def test_prompt_order_is_pinned():
     # the first step's prompts of seed 0 over 10 problems: torch.randperm under the "epoch" seed
     expected = torch.randperm(10, generator=torch.Generator().manual_seed(0)).tolist()[:4]
     assert batch_indices(0, 4, 10, seed=0) == expected
-    assert prompt_seed(9, 4) == 9000031
+    assert prompt_seed(9, 4) == 1415512338
+
+
+@given(st.integers(0, 2**40), st.integers(1, 600), st.integers(1, 64))
+def test_no_two_vllm_samples_share_a_seed(seed, prompts, n):
+    """vLLM seeds a prompt's k-th sample with its prompt's seed + k (vllm/v1/engine/parallel_sampling.py): over a
+    call's prompts and samples every such seed is different, so no two samples draw the same random stream."""
+    seeds = {prompt_seed(seed, i) + k for i in range(prompts) for k in range(n)}
+    assert len(seeds) == prompts * n
 
 
 @given(st.integers(0, 2**20), st.integers(0, 10_000), st.sampled_from(["smol", "qwen", "octo"]))
