@@ -298,6 +298,7 @@ def start_engines(cfg, directory: Path, world: World, results: dict) -> list:
                 colocated=True,
                 device_index=world.device.index,
                 engine_args={"skip_tokenizer_init": True},
+                stop_token_ids=[cfg.model["eos_token_id"]],
             )
         )
         results[f"engine{len(engines)}_start_s"] = time.perf_counter() - t0

@@ -67,7 +67,7 @@ def large_sync(policy, hidden: int, layers: int, syncs: int, max_len: int) -> tu
     )
     with tempfile.TemporaryDirectory() as tmp:
         save(model, policy.tokenizer, tmp)
-        engine = VLLMRollout(tmp, "float32", 8, max_len, colocated=False)
+        engine = VLLMRollout(tmp, "float32", 8, max_len, colocated=False, stop_token_ids=policy.stop_token_ids)
         weights = model.state_dict()
         return nbytes(weights), sync_seconds(engine, weights, syncs)
 
@@ -92,7 +92,8 @@ def main() -> None:
     limit = config.train.max_response_tokens
     hf_rate, hf_tokens = rate(HFRollout(policy, limit), prompts, args.n)
     start = time.perf_counter()
-    engine = VLLMRollout(str(path), "float32", limit, config.train.max_prompt_tokens + limit, colocated=False)
+    max_len = config.train.max_prompt_tokens + limit
+    engine = VLLMRollout(str(path), "float32", limit, max_len, colocated=False, stop_token_ids=policy.stop_token_ids)
     engine_start = time.perf_counter() - start
     vllm_rate, vllm_tokens = rate(engine, prompts, args.n)
     weights = policy.model.state_dict()

@@ -73,7 +73,7 @@ def main() -> None:
         logprobs_mode="processed_logprobs",
     )
     prompt = [TokensPrompt(prompt_token_ids=[5, 6, 7, 8])]
-    params = sampling_params(1, 1.0, 1.0, 8, 1, detokenize=False)
+    params = sampling_params(1, 1.0, 1.0, 8, 1, [config.eos_token_id], detokenize=False)
 
     def sampled_logprobs() -> list[float]:
         completion = llm.generate(prompt, params, use_tqdm=False)[0].outputs[0]

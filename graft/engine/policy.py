@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -41,20 +42,19 @@ class Policy:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=self.add_special_tokens)["input_ids"]
 
-    @property
+    @cached_property
     def stop_token_ids(self) -> list[int]:
-        """The tokens this model stops on: its generation config's ``eos_token_id`` (one id or a list), which
-        can differ from the tokenizer's EOS (chat-tuned checkpoints), else the tokenizer's EOS."""
+        """The tokens this model's responses end at, in both rollout backends: its prompt format's end of turn
+        (chat), its generation config's ``eos_token_id`` (one id or a list) and its tokenizer's EOS
+        (graft.engine.prompts.PromptFormat.stop_token_ids). Computed once: the tokenizer and the generation config
+        do not change during a run."""
         config = getattr(self.model, "generation_config", None)
-        eos = getattr(config, "eos_token_id", None)
-        if eos is None:
-            return [self.tokenizer.eos_token_id]
-        return list(eos) if isinstance(eos, list | tuple) else [eos]
+        return self.prompt.stop_token_ids(self.tokenizer, getattr(config, "eos_token_id", None))
 
     @property
     def eos_token_id(self) -> int:
-        """The stop token this model writes: the first of ``stop_token_ids``. Own rollouts end with it and a
-        re-tokenized peer response that ended gets it appended."""
+        """The stop token this model writes: the first of ``stop_token_ids`` (a chat turn's end, else the EOS). A
+        re-tokenized peer response that ended gets it appended, and the toy warm-up ends every answer with it."""
         return self.stop_token_ids[0]
 
     @property

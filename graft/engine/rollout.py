@@ -22,13 +22,14 @@ class Sample:
     """One generated response."""
 
     token_ids: list[int]
-    """Generated tokens, EOS included when it was generated, nothing after it."""
+    """Generated tokens, the stop token included when one was generated (``Policy.stop_token_ids``: EOS, or a
+    chat turn's end), nothing after it."""
     logprobs: list[float]
     """log pi_old(o_t | q, o_<t) of each generated token, from raw logits / temperature."""
     text: str
     """The response string (special tokens removed): what a peer receives and re-tokenizes."""
     truncated: bool
-    """True when the length limit was hit before EOS."""
+    """True when the length limit was hit before a stop token."""
 
 
 class RolloutBackend(Protocol):
@@ -53,7 +54,8 @@ class RolloutBackend(Protocol):
 
 class HFRollout:
     """Sampling with ``model.generate``: top_k=0 and top_p passed explicitly (transformers 5 otherwise samples
-    from the top 50), prompts left-padded, everything after the first EOS masked."""
+    from the top 50), prompts left-padded, generation stopped at any of the policy's stop tokens (its ``eos_token_id``)
+    and everything after the first one masked."""
 
     def __init__(
         self,

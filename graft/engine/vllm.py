@@ -161,8 +161,17 @@ def gpu_only_features(on_cpu: bool, colocated: bool) -> str:
     return f"no {' and no '.join(missing)} (GPU only){kept}"
 
 
-def sampling_params(n: int, temperature: float, top_p: float, max_tokens: int, seed: int, detokenize: bool = True):
-    """The per-prompt ``SamplingParams``: n samples, top_k off, the sampled token's log-prob only."""
+def sampling_params(
+    n: int,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
+    stop_token_ids: list[int],
+    detokenize: bool = True,
+):
+    """The per-prompt ``SamplingParams``: n samples, top_k off, the sampled token's log-prob only, a stop at each of
+    ``stop_token_ids`` (the policy's: ``Policy.stop_token_ids``), which stays the response's last token."""
     from vllm import SamplingParams
 
     return SamplingParams(
@@ -172,6 +181,7 @@ def sampling_params(n: int, temperature: float, top_p: float, max_tokens: int, s
         top_k=0,
         max_tokens=max_tokens,
         seed=seed,
+        stop_token_ids=list(stop_token_ids),
         logprobs=0,
         skip_special_tokens=True,
         detokenize=detokenize,
@@ -228,15 +238,21 @@ class VLLMRollout:
         device_index: int | None = None,
         engine_args: dict | None = None,
         cpu_kv_cache_mib: int = 512,
+        *,
+        stop_token_ids: list[int],
     ):
         """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
         tokenizer, as in bench/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
         GPU with training and sleeps between rollouts. ``cpu_kv_cache_mib``: the KV cache of an engine on the CPU
-        build (a GPU engine takes ``gpu_memory_utilization`` of its GPU instead)."""
+        build (a GPU engine takes ``gpu_memory_utilization`` of its GPU instead). ``stop_token_ids``: the tokens a
+        response ends at, the policy's (``Policy.stop_token_ids``), so that both backends stop where the prompt
+        format's turn ends; by itself vLLM would stop only at the EOS of the model's generation config and
+        tokenizer."""
         from vllm import LLM
         from vllm.platforms import current_platform
 
         self.max_new_tokens = max_new_tokens
+        self.stop_token_ids = list(stop_token_ids)
         self.dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
         self.temperature = temperature
         self.top_p = top_p
@@ -348,7 +364,15 @@ class VLLMRollout:
         self._wake("weights")
         self._wake("kv_cache")
         params = [
-            sampling_params(n, self.temperature, self.top_p, self.max_new_tokens, prompt_seed(seed, i), self.detokenize)
+            sampling_params(
+                n,
+                self.temperature,
+                self.top_p,
+                self.max_new_tokens,
+                prompt_seed(seed, i),
+                self.stop_token_ids,
+                self.detokenize,
+            )
             for i in (positions if positions is not None else range(len(prompts)))
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)

@@ -74,16 +74,17 @@ def evaluate(
     return result
 
 
-def vllm_evaluator(config: RunConfig, model: str, checkpoint: Path) -> RolloutBackend:
-    """A vLLM engine with the evaluation's sampling settings, started from ``checkpoint``; later checkpoints of
-    the same model are loaded into it with ``load_weights`` rather than starting another engine."""
+def vllm_evaluator(config: RunConfig, policy: Policy, checkpoint: Path) -> RolloutBackend:
+    """A vLLM engine with the evaluation's sampling settings and ``policy``'s stop tokens, started from
+    ``checkpoint`` (``policy``'s weights); later checkpoints of the same model are loaded into it with
+    ``load_weights`` rather than starting another engine."""
     from graft.engine.vllm import VLLMRollout
 
     spec = config.eval
     max_tokens = config.eval_response_tokens()
     return VLLMRollout(
         str(checkpoint),
-        config.models[model].dtype,
+        config.models[policy.name].dtype,
         max_tokens,
         config.train.max_prompt_tokens + max_tokens,
         spec.temperature,
@@ -91,6 +92,7 @@ def vllm_evaluator(config: RunConfig, model: str, checkpoint: Path) -> RolloutBa
         gpu_memory_utilization=0.85,
         colocated=False,
         cpu_kv_cache_mib=config.scale.vllm_cpu_kv_cache_mib,
+        stop_token_ids=policy.stop_token_ids,
     )
 
 
@@ -176,7 +178,7 @@ class Evaluator:
                 from graft.engine.vllm import check_models
 
                 check_models({model: checkpoint})
-                self.engines[model] = vllm_evaluator(self.config, model, checkpoint)
+                self.engines[model] = vllm_evaluator(self.config, policy, checkpoint)
             rollout = self.engines[model]
         elif torch.cuda.is_available():
             policy.model.to("cuda")

@@ -68,6 +68,7 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
             colocated=True,
             device_index=world.device.index,
             cpu_kv_cache_mib=scale.vllm_cpu_kv_cache_mib,
+            stop_token_ids=policy.stop_token_ids,
         )
         return engine, True
     per_prompt = t.rollout_seeds == "prompt"

@@ -94,8 +94,12 @@ def test_missing_logprobs_are_refused():
 
 
 def test_sampling_params_ask_for_the_sampled_token_logprob():
-    params = sampling_params(n=8, temperature=1.0, top_p=1.0, max_tokens=4096, seed=prompt_seed(123, 5))
+    stops = [151645, 151643]  # Qwen3's chat format: <|im_end|>, then <|endoftext|>
+    params = sampling_params(
+        n=8, temperature=1.0, top_p=1.0, max_tokens=4096, seed=prompt_seed(123, 5), stop_token_ids=stops
+    )
     assert (params.n, params.temperature, params.top_p, params.max_tokens, params.logprobs) == (8, 1.0, 1.0, 4096, 0)
+    assert params.stop_token_ids == stops
     assert params.top_k in (0, -1)  # no top-k cut (vLLM stores "off" as -1 or 0 depending on the version)
     assert prompt_seed(123, 5) != prompt_seed(123, 6) and prompt_seed(123, 5) == prompt_seed(123, 5)
 
@@ -110,7 +114,15 @@ def test_engine_logprobs_match_a_forward_pass_and_weights_reload(forced_world):
     from graft.engine.vllm import VLLMRollout
 
     policy = load_policy("A", ModelSpec(path=str(forced_world["A"])))
-    engine = VLLMRollout(str(forced_world["A"]), "float32", 12, 64, gpu_memory_utilization=0.2, colocated=True)
+    engine = VLLMRollout(
+        str(forced_world["A"]),
+        "float32",
+        12,
+        64,
+        gpu_memory_utilization=0.2,
+        colocated=True,
+        stop_token_ids=policy.stop_token_ids,
+    )
     prompt = policy.encode("What is 2+3? =\n")
     samples = engine.generate([prompt], n=4, seed=1)[0]
     assert len(samples) == 4

@@ -72,6 +72,7 @@ def engines(models):
                 colocated=True,
                 cpu_kv_cache_mib=64,
                 engine_args={"block_size": BLOCK},
+                stop_token_ids=policy_of(models, arch).stop_token_ids,
             )
         return started[arch]
 
@@ -210,7 +211,7 @@ def test_without_the_prefix_cache_reset_the_engine_would_be_stale(models, engine
 
     policy, engine = policy_of(models, "qwen3"), engines("qwen3")
     prompt = TokensPrompt(prompt_token_ids=policy.encode(policy.prompt_text(LONG)))
-    params = sampling_params(1, 1.0, 1.0, MAX_NEW, 0)
+    params = sampling_params(1, 1.0, 1.0, MAX_NEW, 0, policy.stop_token_ids)
     hits = [engine.llm.generate([prompt], [params], use_tqdm=False)[0].num_cached_tokens for _ in range(2)]
     assert hits[1] >= 2 * BLOCK, hits
     new_gap, _ = _after_a_step(models, engines, reset=False)
