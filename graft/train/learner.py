@@ -26,7 +26,8 @@ class Learner:
     world: World = SINGLE
     """The processes this model is sharded over (all of the job's, or its group's under the split placement)."""
     separate_rollout: bool = False
-    """The rollout backend samples from its own copy of the weights, refreshed after every step."""
+    """The rollout backend samples from its own copy of the weights, refreshed before each rollout that follows an
+    update (``refresh_rollout``)."""
     recompute_old_logprobs: bool = False
     """Own responses' old log-probs come from a training forward pass, not the rollout engine
     (``train.old_logprobs``)."""
@@ -38,9 +39,20 @@ class Learner:
         """What ``minibatch_update`` steps: the DeepSpeed engine, or the torch optimizer."""
         return self.engine if self.engine is not None else self.optimizer
 
+    rollout_stale: bool = False
+    """The model was updated since the rollout backend's copy was last synced."""
+
     def sync_rollout(self) -> None:
         """The trained weights into the rollout backend's own copy, one tensor at a time (collective)."""
         self.rollout.sync_from(self._weights(), self.world)
+        self.rollout_stale = False
+
+    def refresh_rollout(self) -> None:
+        """Sync just before a rollout, not after the update: between them a colocated peer updates and samples, and
+        an engine woken for its weights would hold them (a 3B model's 6 GB) on every GPU all that time. A run's last
+        update is never synced."""
+        if self.rollout_stale:
+            self.sync_rollout()
 
     def main_weights(self) -> dict[str, torch.Tensor]:
         """The whole model on its first process's CPU, empty elsewhere, gathered one tensor at a time (collective)."""

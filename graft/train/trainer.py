@@ -88,6 +88,7 @@ class Trainer:
         rollout = dict(n=self.method.n, seed=self.req.seed, grader=self.grader, scoring=self.scoring)
         for learner in self.learners:
             batches[learner.name] = batch
+            learner.refresh_rollout()
             if self.method.dynamic_sampling:
                 records[learner.name], infos[learner.name], batches[learner.name] = dynamic_rollout_step(
                     learner,
@@ -224,8 +225,7 @@ class Trainer:
                     world=learner.world,
                 )
             )
-        if learner.separate_rollout:
-            learner.sync_rollout()
+        learner.rollout_stale = learner.separate_rollout
         updates = max(len(minibatches), 1)
         fraction = lambda clipped, tokens: clipped / tokens if tokens else None  # noqa: E731
         return {
