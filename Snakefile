@@ -25,6 +25,7 @@ include: "rules/models.smk"
 include: "rules/train.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
+include: "rules/prune.smk"
 
 
 # Compute nodes of many clusters have no internet: downloads run where Snakemake runs (workflow.fetch_on_submit_host).

@@ -77,7 +77,8 @@ class Campaign:
         self.rng = random.Random(seed)
         cfg = yaml.safe_load(config_path.read_text())
         cfg["results"] = str((ROOT / cfg["results"]).resolve())
-        cfg["train"].update(steps=STEPS, checkpoint_every=2)
+        # damaged checkpoints are staged from a finished run, which then must keep its resume state
+        cfg["train"].update(steps=STEPS, checkpoint_every=2, keep_resume_state=True)
         self.config = work / "config.yaml"
         self.config.write_text(yaml.safe_dump(cfg))
         self.hook = work / "hook"

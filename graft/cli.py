@@ -17,7 +17,7 @@ from graft.methods import PRESETS, Method, get_method, resolve_all
 from graft.numerics import check_mode
 from graft.offline import go_offline
 from graft.progress import Progress
-from graft.results import ResultsTree, RunDir, write_text
+from graft.results import ResultsTree, RunDir, is_pruned, write_text
 
 USAGE = (
     "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
@@ -152,7 +152,7 @@ def _training_run(path: Path) -> RunDir:
 def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, Path]]:
     """(model, checkpoint, result file) for ``--checkpoint`` or for every checkpoint of ``--run``."""
     from graft.engine.policy import check_model_dir
-    from graft.eval.evaluate import checkpoint_step, run_jobs
+    from graft.eval.evaluate import check_pruned, checkpoint_step, run_jobs
 
     if (args.checkpoint is None) == (args.run is None):
         raise ConfigError("evaluate: give either --checkpoint DIR with --model and --out, or --run DIR with --out-dir")
@@ -178,10 +178,14 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
                 have = ", ".join(map(str, sorted(saved)))
                 raise ConfigError(f"--steps: {str(args.run)!r} has no checkpoint of step {missing[0]}; it has {have}")
             jobs = [job for job in jobs if checkpoint_step(job[1]) in steps]
-        jobs = [(model, check_model_dir(ckpt, "--run"), out) for model, ckpt, out in jobs]
+        # a pruned checkpoint has no model left to check: graft.eval.evaluate.check_pruned checks its kept result
+        jobs = [(model, ckpt if is_pruned(ckpt) else check_model_dir(ckpt, "--run"), out) for model, ckpt, out in jobs]
     for model, _, _ in jobs:
         if model not in config.models:
             raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
+    if args.run is not None:
+        for model, ckpt, _ in jobs:
+            check_pruned(config, run, model, ckpt, args.seed)
     return jobs
 
 
@@ -233,6 +237,18 @@ def _cmd_reevaluate(args: argparse.Namespace) -> int:
         evaluate_one = Evaluator(config, grader, log=lambda **fields: _log_event("eval_benchmark", **fields))
         written = reevaluate_selected(config, run, args.evals, args.out_dir, evaluate_one)
     _log_event("reevaluate", files=len(written), out=str(args.out_dir))
+    return 0
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from graft.train.checkpoint import prune_run
+
+    run = _training_run(args.run)
+    if not args.evals.is_dir():
+        raise ConfigError(f"--evals: no such directory {str(args.evals)!r} (the run's checkpoint evaluations)")
+    record = prune_run(run, args.evals)
+    write_text(run.pruned, json.dumps(record, indent=2) + "\n")
+    _log_event("prune", freed_gb=round(record["freed_bytes"] / 1e9, 3), kept=record["kept"])
     return 0
 
 
@@ -409,6 +425,17 @@ def _add_evaluation(sub) -> None:
     reev.add_argument("--out-dir", type=Path, required=True, help="<model>/run_NN.json and <model>/selected.json")
     reev.add_argument("--threads", type=int)
     reev.set_defaults(func=_cmd_reevaluate)
+
+    prune = sub.add_parser(
+        "prune",
+        help="remove the model directories of a finished, evaluated run's checkpoints that nothing reads any more",
+        description="Keeps each model's checkpoints that a selection rule picks and the last, every evaluation and "
+        "every checkpoint's manifest; writes <run>/pruned.json. The workflow runs it after a cell's last evaluation "
+        "unless workflow.keep_checkpoints.",
+    )
+    prune.add_argument("--run", type=Path, required=True, help="a finished training run (with done.json)")
+    prune.add_argument("--evals", type=Path, required=True, help="the run's checkpoint evaluations, all of them")
+    prune.set_defaults(func=_cmd_prune)
 
     plan = sub.add_parser("plan", help="cells, evaluations and estimated GPU-hours of a config, before submitting")
     plan.add_argument("--config", type=Path, required=True)

@@ -132,8 +132,15 @@ class TrainSpec:
     the newest is kept, and none once the run ends. None: checkpoints every ``checkpoint_every`` steps only."""
 
     resumable_checkpoints: int = 2
-    """How many of the newest checkpoints keep their optimizer state; a resume falls back to an older one when
-    the newest fails its manifest check. Older checkpoints keep only the models (what evaluation reads)."""
+    """How many of the newest checkpoints keep their optimizer state while the run lasts; a resume falls back to an
+    older one when the newest fails its manifest check. Older checkpoints keep only the models (what evaluation
+    reads)."""
+
+    keep_resume_state: bool = False
+    """Whether a finished run keeps the resume state (float32 weights and AdamW moments, 12 bytes a parameter) of
+    its newest ``resumable_checkpoints`` checkpoints, which only continuing it past its last step reads
+    (``graft train --resume`` with more ``--steps``). False: removed once ``done.json`` is written, and a rerun of
+    the finished cell trains it from the start. Changing it retrains nothing."""
 
     micro_batch: int = 64
     """Responses per forward pass at most; gradients are accumulated, so this changes memory, not the
@@ -418,6 +425,13 @@ class WorkflowSpec:
     fetch_on_submit_host: bool = True
     """Run the download rules (``fetch_model``, ``fetch_dataset``) on the machine that runs Snakemake
     (``localrules``): on many clusters compute nodes have no internet. False: submit them like other jobs."""
+    keep_checkpoints: bool = False
+    """Keep every checkpoint's model directories once the cell is evaluated. False: after a cell's last evaluation
+    (its checkpoint evaluations and re-evaluations), rule ``prune_checkpoints`` (``graft prune``) removes the model
+    directories of the checkpoints that nothing reads any more, keeping for each model the checkpoints that the
+    selection rules pick (``report.selection`` may change afterwards) and the last; every evaluation stays, and
+    each removed checkpoint's manifest, so a retried evaluation job with unchanged settings finds its kept
+    result. Evaluating a removed checkpoint with other settings needs the cell retrained."""
     hf_home: str | None = None
     """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline

@@ -3,8 +3,9 @@
 ```
 <results>/config.yaml, methods.yaml
 <results>/runs/<method>/<cell>/seed<S>/      a training cell (RunDir)
-    run.json, metrics.jsonl, done.json
-    checkpoints/step_NNNNN/<model>/          from_pretrained directories (plus resume state in the newest)
+    run.json, metrics.jsonl, done.json, pruned.json
+    checkpoints/step_NNNNN/<model>/          from_pretrained directories (plus resume state in the newest while the
+                                             run lasts); manifest.json alone once pruned after the evaluations
     trajectories/<model>/step_NNNNN.parquet  the step records, also the archive that replay reads
 <results>/eval/<method>/<cell>/seed<S>/<model>/step_NNNNN.json
 <results>/eval/base/<model>/seed0/<model>/step_00000.json
@@ -34,6 +35,10 @@ everything else in the row must not."""
 LAYOUT_METRICS = frozenset({"exchange_bytes"})
 """The fields that only the split placement writes (the bytes its groups send each other per step): the same run
 placed otherwise has none."""
+
+MANIFEST = "manifest.json"
+"""A checkpoint's list of its files with their sizes and sha256, written last; it outlives the checkpoint's models
+when they are pruned, so that an evaluation kept beside the run can still be matched to what it evaluated."""
 
 _STEP = re.compile(r"step_(\d{5})(?:\.json|\.parquet)?")
 
@@ -94,6 +99,13 @@ def commit_dir(tmp: Path, path: str | Path) -> None:
     tmp.rename(path)
 
 
+def is_pruned(model_dir: str | Path) -> bool:
+    """Whether a checkpoint's model directory was removed after its cell's evaluations (``graft prune``): absent,
+    its checkpoint's manifest present."""
+    model_dir = Path(model_dir)
+    return not model_dir.exists() and (model_dir.parent / MANIFEST).is_file()
+
+
 def trajectory_file(directory: str | Path, step: int) -> Path:
     """One model's records of one step inside its trajectory directory."""
     return Path(directory) / f"{step_name(step)}.parquet"
@@ -131,6 +143,11 @@ class RunDir:
     @property
     def done(self) -> Path:
         return self.root / "done.json"
+
+    @property
+    def pruned(self) -> Path:
+        """What ``graft prune`` removed from the finished, evaluated run and what it kept."""
+        return self.root / "pruned.json"
 
     @property
     def checkpoint_root(self) -> Path:

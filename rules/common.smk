@@ -106,7 +106,8 @@ def all_eval_outputs():
 def train_settings():
     """What a training cell depends on; a change here (not in comments or reports) reruns training."""
     sections = {
-        "train": CFG.train,
+        # whether a finished run keeps its resume state changes nothing it computes
+        "train": {k: v for k, v in vars(CFG.train).items() if k != "keep_resume_state"},
         "models": CFG.models,
         "data": CFG.data,
         "reward": CFG.reward,
@@ -136,11 +137,18 @@ REPORT = report_outputs(CFG, TREE.report)
 
 
 def all_targets():
+    """The report, and each cell's checkpoints pruned once it is evaluated (unless workflow.keep_checkpoints)."""
+    pruned = (
+        []
+        if CFG.workflow.keep_checkpoints
+        else [str(c.run_dir(TREE).pruned) for c in CELLS.values()]
+    )
     return [
         str(TREE.methods),
         str(REPORT.summary),
         *map(str, REPORT.tables),
         *map(str, REPORT.figures),
+        *pruned,
     ]
 
 

@@ -20,7 +20,7 @@ from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
 from graft.eval.passk import mean_pass_at_k
-from graft.results import RunDir, eval_file, parse_step, write_text
+from graft.results import MANIFEST, RunDir, eval_file, is_pruned, parse_step, step_name, write_text
 from graft.seeding import derive
 
 
@@ -199,7 +199,7 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -
     def sha256(path: Path) -> str:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
-    manifest = checkpoint.parent / "manifest.json"
+    manifest = checkpoint.parent / MANIFEST
     prefix = f"{checkpoint.name}/"
     if manifest.is_file():
         listed = json.loads(manifest.read_text())["files"]
@@ -239,16 +239,36 @@ def evaluate_kept(
     running. ``seed``: None for the evaluator's. Returns the result and whether it was computed."""
     seed = evaluate_one.seed if seed is None else seed
     key = evaluation_key(evaluate_one.config, model, checkpoint, seed)
-    kept_key = kept.with_suffix(".key")
-    if kept.is_file() and kept_key.is_file() and kept_key.read_text() == key:
+    if _holds(kept, key):
         result = json.loads(kept.read_text())
         result["checkpoint"] = str(checkpoint)  # where it is now (a results tree may have moved); order kept
         write_text(out, json.dumps(result) + "\n")
         return result, False
     result = evaluate_one(model, checkpoint, out, seed)
     write_text(kept, out.read_text())
-    write_text(kept_key, key)  # last: a key names a complete result
+    write_text(kept.with_suffix(".key"), key)  # last: a key names a complete result
     return result, True
+
+
+def _holds(kept: Path, key: str) -> bool:
+    """Whether ``kept`` is a finished evaluation computed from what ``key`` names."""
+    kept_key = kept.with_suffix(".key")
+    return kept.is_file() and kept_key.is_file() and kept_key.read_text() == key
+
+
+def check_pruned(config: RunConfig, run: RunDir, model: str, checkpoint: Path, seed: int) -> None:
+    """Refuse, before anything is evaluated, a pruned checkpoint (its model directory removed after the cell's
+    evaluations) whose evaluation with these settings and seed is not kept beside the run: nothing could compute
+    it. One that is kept is copied by ``evaluate_kept``, so a retried evaluation job needs no model."""
+    step = checkpoint_step(checkpoint)
+    if is_pruned(checkpoint) and not _holds(
+        run.kept_evaluation(model, step), evaluation_key(config, model, checkpoint, seed)
+    ):
+        raise ConfigError(
+            f"--run: {model!r} of checkpoint {step_name(step)} in {str(run.root)!r} was pruned after the cell's "
+            "evaluations (workflow.keep_checkpoints: false) and no evaluation of it with these settings and seed is "
+            "kept beside the run; evaluate it with the settings it was evaluated with, or retrain the cell"
+        )
 
 
 def run_jobs(run: RunDir, models: list[str], out_dir: Path) -> list[tuple[str, Path, Path]]:

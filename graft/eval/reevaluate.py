@@ -15,21 +15,38 @@ from pathlib import Path
 from graft.config import RunConfig
 from graft.errors import ConfigError
 from graft.eval.evaluate import Evaluator, evaluate_kept
-from graft.results import RunDir, eval_file, parse_step, selection_run_file, write_text
+from graft.results import RunDir, eval_file, is_pruned, parse_step, selection_run_file, write_text
 from graft.seeding import derive
 
 
-def selected_step(eval_dir: Path, model: str, rule: str) -> tuple[int, float | None]:
-    """(step, selecting score) of ``model``'s checkpoint under ``rule`` among its evaluations in ``eval_dir``; the
-    rule is graft.report.stats.select's, so the report and the re-evaluation pick the same checkpoint."""
-    from graft.report.load import AVERAGE, VALIDATION, evaluation_frames
-    from graft.report.stats import checkpoint_scores, select
+def _checkpoint_scores(eval_dir: Path, model: str):
+    """One row per checkpoint of ``model`` evaluated in ``eval_dir`` (graft.report.stats.checkpoint_scores)."""
+    from graft.report.load import evaluation_frames
+    from graft.report.stats import checkpoint_scores
 
     files = [p for p in sorted((eval_dir / model).glob("step_*.json")) if parse_step(p.name) is not None]
     if not files:
         raise ConfigError(f"--evals: {str(eval_dir)!r} holds no evaluations of model {model!r}")
     _, scores = evaluation_frames(("", "", 0, model, 0, path) for path in files)
-    chosen = select(checkpoint_scores(scores), rule)
+    return checkpoint_scores(scores)
+
+
+def selection_steps(eval_dir: Path, model: str) -> set[int]:
+    """The steps of ``model``'s checkpoints that some selection rule (graft.report.stats.RULES) picks among its
+    evaluations in ``eval_dir``: every checkpoint a re-evaluation may read, whichever rule it is run under."""
+    from graft.report.stats import RULES, select
+
+    scores = _checkpoint_scores(eval_dir, model)
+    return {int(step) for rule in RULES for step in select(scores, rule)["step"]}
+
+
+def selected_step(eval_dir: Path, model: str, rule: str) -> tuple[int, float | None]:
+    """(step, selecting score) of ``model``'s checkpoint under ``rule`` among its evaluations in ``eval_dir``; the
+    rule is graft.report.stats.select's, so the report and the re-evaluation pick the same checkpoint."""
+    from graft.report.load import AVERAGE, VALIDATION
+    from graft.report.stats import select
+
+    chosen = select(_checkpoint_scores(eval_dir, model), rule)
     if chosen.empty:
         raise ConfigError(f"report.selection: {rule!r} selects nothing in {str(eval_dir)!r} (no validation scores?)")
     row = chosen.iloc[0]
@@ -61,7 +78,12 @@ def reevaluate_selected(
         step, score = selected_step(eval_dir, model, rule)
         checkpoint = run.checkpoint(step) / model if step else None
         if checkpoint is None or not checkpoint.is_dir():
-            raise ConfigError(f"--run: {str(run.root)!r} has no checkpoint of {model!r} at step {step}")
+            why = (
+                " (pruned after the cell's evaluations: workflow.keep_checkpoints)"
+                if step and is_pruned(checkpoint)
+                else ""
+            )
+            raise ConfigError(f"--run: {str(run.root)!r} has no checkpoint of {model!r} at step {step}{why}")
         for r in range(config.eval.selection_runs):
             out = selection_run_file(out_dir, model, r)
             kept = run.kept_evaluation(model, step, selection_run=r)

@@ -9,6 +9,10 @@ run's model and optimizer shards under ``sharded/``), the HACPO capability track
 ``manifest.json`` (every file's size and sha256), written last, lets a resume detect damage done later (a
 truncated or deleted file) and fall back to the newest intact checkpoint. A resumed run ends as an uninterrupted
 one would.
+
+Pruning bounds the disk (``graft plan`` prints it): the resume state goes once the run is done (unless
+``train.keep_resume_state``), and once the cell is evaluated ``prune_run`` removes the model directories that
+nothing reads any more (unless ``workflow.keep_checkpoints``), keeping each checkpoint's manifest.
 """
 
 from __future__ import annotations
@@ -28,7 +32,19 @@ from graft.engine import deepspeed_engine
 from graft.engine.distributed import SINGLE, World, load_sharded, save_sharded
 from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
-from graft.results import RunDir, begin_dir, commit_dir, parse_step, step_name, temp_dir, trajectory_file, write_text
+from graft.results import (
+    MANIFEST,
+    RunDir,
+    begin_dir,
+    commit_dir,
+    eval_file,
+    is_pruned,
+    parse_step,
+    step_name,
+    temp_dir,
+    trajectory_file,
+    write_text,
+)
 from graft.train.learner import Learner
 
 
@@ -54,9 +70,6 @@ def _set_rng_state(state: dict) -> None:
     random.setstate((version, tuple(internal), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy_rng"]
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
-
-
-MANIFEST = "manifest.json"
 
 
 def _sha256(path: Path) -> str:
@@ -174,7 +187,7 @@ def save(
             if older != final:
                 shutil.rmtree(older)
         if not interim:
-            _prune(run, keep_resumable, list(capabilities))
+            remove_resume_state(run.checkpoints()[:-keep_resumable], list(capabilities))
     world.barrier()
 
 
@@ -194,15 +207,67 @@ def _save_pretrained(model: torch.nn.Module, directory: Path, **kwargs) -> None:
         del model.should_save_on_this_rank
 
 
-def _prune(run: RunDir, keep: int, models: list[str]) -> None:
-    """Older checkpoints keep their models (for evaluation) and lose their optimizer state (at the paper's scale
-    about 50 GB per model and checkpoint); the newest ``keep`` stay resumable, so that a resume can fall back
-    when the newest is damaged."""
-    for ckpt in run.checkpoints()[:-keep]:
+def remove_resume_state(checkpoints: list[Path], models: list[str]) -> None:
+    """Drop the optimizer state (with the float32 weights; at the paper's scale 12 bytes a parameter, about 37 GB
+    for a 3B model) of ``checkpoints``, which keep their models for evaluation: while a run lasts all but the
+    newest ``train.resumable_checkpoints`` (so that a resume can fall back when the newest is damaged), and every
+    one once it is done."""
+    for ckpt in checkpoints:
         for model in models:
             single, sharded = resume_state(ckpt, model)
             single.unlink(missing_ok=True)
             shutil.rmtree(sharded, ignore_errors=True)
+
+
+PRUNING = ".pruning"
+"""The suffix of a model directory being removed: renamed first, so that a checkpoint's model is whole or absent
+even when a prune is killed midway (the next one finishes it)."""
+
+
+def prune_run(run: RunDir, eval_dir: Path) -> dict:
+    """Once a finished run's checkpoints are all evaluated (``eval_dir``: ``<model>/step_NNNNN.json`` for each),
+    remove the model directories (with any resume state inside) that nothing reads any more: each model keeps the
+    checkpoints that the selection rules pick (what a re-evaluation reads, whichever rule ``report.selection``
+    names now or later) and the last. Every checkpoint keeps its manifest, which evaluations kept beside the run
+    are matched by. Everything is checked before anything is removed; returns what was kept and removed, and the
+    bytes freed."""
+    from graft.eval.reevaluate import selection_steps
+
+    if not run.done.is_file():
+        raise ConfigError(f"--run: {str(run.root)!r} has no done.json (the run is not finished); nothing pruned")
+    models = json.loads(run.run_json.read_text())["models"]
+    checkpoints = {parse_step(c.name): c for c in run.checkpoints()}
+    if not checkpoints:
+        raise ConfigError(f"--run: {str(run.root)!r} holds no checkpoints; nothing pruned")
+    keep = {}
+    for model in models:
+        missing = [s for s in checkpoints if not eval_file(eval_dir, model, s).is_file()]
+        if missing:
+            raise ConfigError(
+                f"--evals: {str(eval_dir)!r} has no evaluation of {model!r} at step {missing[0]}; a run is pruned "
+                "only once every checkpoint is evaluated; nothing pruned"
+            )
+        keep[model] = sorted(selection_steps(eval_dir, model) | {max(checkpoints)})
+    removed: dict[str, list[int]] = {model: [] for model in models}
+    freed = 0
+    for step, ckpt in checkpoints.items():
+        for leftover in ckpt.glob(f".*{PRUNING}"):
+            freed += _remove(leftover)
+        for model in models:
+            if step not in keep[model] and (ckpt / model).is_dir():
+                doomed = ckpt / f".{model}{PRUNING}"
+                (ckpt / model).rename(doomed)
+                freed += _remove(doomed)
+            if is_pruned(ckpt / model):
+                removed[model].append(step)
+    return {"kept": keep, "removed": removed, "freed_bytes": freed}
+
+
+def _remove(path: Path) -> int:
+    """Remove a directory whole; returns the bytes it held."""
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    shutil.rmtree(path)
+    return size
 
 
 def latest(run: RunDir, models: list[str], say=lambda line: None) -> Path | None:

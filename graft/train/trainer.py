@@ -277,6 +277,7 @@ class Trainer:
                 )
         if main:
             run.done.unlink(missing_ok=True)
+            run.pruned.unlink(missing_ok=True)  # it describes the finished run this one replaces or continues
             if not self.req.resume:
                 shutil.rmtree(run.checkpoint_root, ignore_errors=True)
         self.world.barrier()
@@ -322,6 +323,9 @@ class Trainer:
                 tracker.close()
         if main:
             self._write_done()
+            # only after done.json: a run killed before it is written must still be able to resume
+            if not self.cfg.train.keep_resume_state:
+                checkpoint.remove_resume_state(run.saved_checkpoints(), list(self.req.models))
         self.world.barrier()
         return run.metrics
 

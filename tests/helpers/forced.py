@@ -71,6 +71,8 @@ def forced_config(root: Path, a: Path, b: Path, data: Path, **sections) -> dict:
             "max_prompt_tokens": 64,
             "max_response_tokens": 16,
             "checkpoint_every": 2,
+            # the tests continue finished runs (--steps more, --resume) and stage killed ones from finished runs
+            "keep_resume_state": True,
         },
         "reward": {"kind": "toy"},
         "pairs": {"P": ["A", "B"]},

@@ -284,6 +284,28 @@ def test_resume_without_resume_state_starts_over(forced_world, tmp_path):
     assert metrics(out) == before  # redone from step 0, with no duplicated rows
 
 
+def test_a_finished_run_drops_its_resume_state_and_a_rerun_trains_it_again(forced_world, tmp_path):
+    """train.keep_resume_state: false (the default; the forced world keeps it for the resume tests): once done.json
+    is written no checkpoint holds optimizer state, every one keeps its model, and resuming the finished run starts
+    over and ends where it ended."""
+    config = yaml.safe_load(forced_world["config"].read_text())
+    del config["train"]["keep_resume_state"]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    world = {**forced_world, "config": path}
+    out = tmp_path / "run"
+    run(world, out, steps=3).run(log=lambda _: None)
+    before = metrics(out)
+    ckpts = sorted((out / "checkpoints").iterdir())
+    assert [c.name for c in ckpts] == ["step_00002", "step_00003"] and (out / "done.json").is_file()
+    assert all(
+        (c / m / "model.safetensors").is_file() and not (c / m / "optimizer.pt").exists() for c in ckpts for m in "AB"
+    )
+    rerun = run(world, out, steps=3, resume=True)
+    rerun.run(log=lambda _: None)
+    assert rerun.start_step == 0 and metrics(out) == before
+
+
 def test_grader_scores_pathological_answers_zero_within_the_timeout():
     bad = [
         "\\boxed{9^{9^{9^{9^{9}}}}}",
