@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
+from graft.disk import disk_lines, disk_use
 from graft.errors import ConfigError
 from graft.job_lengths import job_kinds, job_lines, profile_runtimes
 from graft.memory import Phase, cell_phases, model_sizes, shards_per_model
@@ -134,8 +135,9 @@ def base_evaluations(cfg: RunConfig) -> list[str]:
 
 
 def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
-    """What ``graft plan`` prints: cells per method, checkpoint evaluations, the memory plan, and each rule's jobs
-    with their estimated length beside ``profile``'s limits and GPU-hours per kind of job."""
+    """What ``graft plan`` prints: cells per method, checkpoint evaluations, the memory plan, the disk each kind of
+    output takes, and each rule's jobs with their estimated length beside ``profile``'s limits and GPU-hours per
+    kind of job."""
     from collections import Counter
 
     cells, steps, base = training_cells(cfg), checkpoint_steps(cfg), base_evaluations(cfg)
@@ -155,6 +157,7 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
         lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     lines += memory_lines(cfg, cells)
+    lines += disk_lines(cfg, disk_use(cfg, cells, steps, base), steps)
     lines += estimate_basis(cfg)
     kinds = job_kinds(cfg, cells, steps, base)
     limits = None if profile is None else profile_runtimes(profile)

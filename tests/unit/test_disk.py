@@ -1,0 +1,75 @@
+"""The disk that graft plan prints per kind of output (graft/disk.py): a hand-worked cell and the paper config."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from graft.config import ModelSizes, load_config
+from graft.disk import disk_use
+from graft.plan import TrainingCell, describe
+
+PAPER = Path("config/paper.yaml")
+
+
+def tiny_config(tmp_path: Path, **workflow):
+    """The paper config with qwen3 made tiny and not downloaded: 212 parameters (embeddings 10 x 4, tied; one layer
+    of 4 x 12 + 4 x 4 + 3 x 4 x 8 + 2 x 4 = 168; the final norm 4), 20 steps of 2 prompts with a checkpoint every 5
+    and one by wall time, responses of 3 tokens, one benchmark of 5 problems at k = 2, one re-evaluation."""
+    cfg = load_config(PAPER)
+    sizes = ModelSizes(layers=1, hidden=4, intermediate=8, heads=1, kv_heads=1, head_dim=4, vocab=10)
+    qwen3 = dataclasses.replace(cfg.models["qwen3"], path=str(tmp_path / "absent"), sizes=sizes, dtype="bfloat16")
+    bench = tmp_path / "b.jsonl"
+    bench.write_text("".join(f'{{"problem": "p{i}", "answer": "{i}"}}\n' for i in range(5)))
+    return dataclasses.replace(
+        cfg,
+        models={**cfg.models, "qwen3": qwen3},
+        train=dataclasses.replace(
+            cfg.train, steps=20, checkpoint_every=5, checkpoint_minutes=60, prompts_per_step=2, max_response_tokens=3
+        ),
+        eval=dataclasses.replace(cfg.eval, benchmarks={"b": str(bench)}, validation=None, k=2, selection_runs=1),
+        workflow=dataclasses.replace(cfg.workflow, mean_response_tokens=None, **workflow),
+    )
+
+
+def by_kind(uses):
+    return {u.kind: (u.cell, u.kept, u.everything) for u in uses}
+
+
+def test_a_hand_worked_cell(tmp_path):
+    cfg = tiny_config(tmp_path)
+    cell = TrainingCell("grpo_n8", "qwen3", 0, ("qwen3",))
+    uses = by_kind(disk_use(cfg, [cell], [5, 10, 15, 20], ["qwen3"]))
+    # a checkpoint: 212 x 2 bytes (bf16) = 424; running, its 4 and the interim one; kept, 3 (one per selection rule)
+    assert uses["checkpoints"] == (5 * 424, 3 * 424, 4 * 424)
+    # resume state: 212 x 12 = 2,544 bytes in the newest 2 and the interim one while running; none once done
+    assert uses["resume state"] == (3 * 2544, 0, 2 * 2544)
+    # 20 steps x 2 prompts x 8 responses x 3 tokens x 12 bytes
+    assert uses["trajectories"] == (11520, 11520, 11520)
+    # an evaluation: 5 problems x (2 samples x 3 + 32) = 190 bytes; 4 checkpoints in 3 copies (the job's part, the
+    # collected directory, kept beside the run), the re-evaluation in 2; the base model's evaluation once
+    assert uses["evaluations"] == (14 * 190, 15 * 190, 15 * 190)
+    assert uses["total"] == (2120 + 7632 + 11520 + 2660, 1272 + 11520 + 2850, 1696 + 5088 + 11520 + 2850)
+
+
+def test_keeping_everything_keeps_the_unpruned_figures_and_unknown_sizes_show_as_unknown(tmp_path):
+    cfg = tiny_config(tmp_path, keep_checkpoints=True)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, keep_resume_state=True))
+    cell = TrainingCell("grpo_n8", "qwen3", 0, ("qwen3",))
+    assert all(kept == everything for _, kept, everything in by_kind(disk_use(cfg, [cell], [5, 10], [])).values())
+    unknown = dataclasses.replace(
+        cfg, models={**cfg.models, "qwen3": dataclasses.replace(cfg.models["qwen3"], sizes=None)}
+    )
+    uses = by_kind(disk_use(unknown, [cell], [5, 10], []))
+    assert uses["checkpoints"] == uses["total"] == (None, None, None) and uses["trajectories"][1] == 11520
+
+
+def test_the_paper_config_plans_16_tb_of_checkpoints_and_keeps_under_2_tb():
+    """The figures the README states: 15.8 TB of model directories and 5.4 TB of resume state with nothing removed
+    (56 cells, 35 checkpoints of each model), 1.8 TB once every cell is pruned."""
+    lines = describe(load_config(PAPER), str(PAPER)).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("disk"))
+    rows = {line[:18].strip(): line[18:].split() for line in lines[start + 2 : start + 7]}
+    assert rows["checkpoints"] == ["452.7", "1,354.1", "15,797.4"]
+    assert rows["resume state"] == ["226.4", "0.0", "5,416.3"]
+    assert rows["total"] == ["687.9", "1,792.7", "21,652.4"]
