@@ -1,7 +1,8 @@
 """Evaluation benchmarks, each normalised to (id, problem, gold answer).
 
-The paper's five sets come from the Hugging Face hub for the paper configuration (``graft fetch dataset``, which
-needs the ``datasets`` package and network) or from local JSON Lines files. Local files may use the field names of
+The paper's five sets come from the Hugging Face hub for the paper configuration (``graft fetch dataset``, with the
+``datasets`` package; from a local copy of the hub's repositories where ``GRAFT_DATASETS_MIRROR`` names one) or
+from local JSON Lines files. Local files may use the field names of
 any of the usual sources: the loader
 finds the problem under problem/question, the gold answer under answer, or else as the last ``\\boxed{}`` of the
 reference solution (Minerva), and the id under id/unique_id/idx (or the line number).
@@ -10,6 +11,7 @@ reference solution (Minerva), and the id under id/unique_id/idx (or the line num
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,12 @@ HUB: dict[str, HubSource] = {
     "amc23": HubSource("math-ai/amc23", "test", 40, problem="question"),
     "minerva": HubSource("math-ai/minervamath", "test", 272, problem="question"),
 }
+
+MIRROR_VARIABLE = "GRAFT_DATASETS_MIRROR"
+"""An environment variable naming a folder that holds copies of the hub's dataset repositories in the hub's layout,
+``<folder>/<owner>/<name>/`` (as ``hf download --repo-type dataset <owner>/<name> --local-dir
+<folder>/<owner>/<name>`` writes them): ``graft fetch dataset`` reads them there instead of on the hub, for a site
+whose machines reach no hub (HF_ENDPOINT needs a server)."""
 
 VALIDATION_SIZE = 500
 """Problems of ``math_validation``: MATH test problems outside MATH500 (graft.data.fetch)."""
@@ -74,12 +82,35 @@ def load_benchmark(path: str | Path, what: str = "benchmark") -> list[Problem]:
 
 
 def fetch_from_hub(source: HubSource, out: str | Path) -> Path:
-    """Download a dataset with ``datasets`` and write it as normalised JSON Lines (id, problem, answer)."""
+    """Download a dataset with ``datasets`` (from the folder ``GRAFT_DATASETS_MIRROR`` names, if set) and write it as
+    normalised JSON Lines (id, problem, answer)."""
     try:
         from datasets import load_dataset
     except ImportError:
         raise ConfigError("fetching from the hub needs the 'datasets' package: pip install datasets") from None
-    rows = load_dataset(source.repo, split=source.split)
+    where = source.repo
+    mirror = os.environ.get(MIRROR_VARIABLE)
+    if mirror:
+        local = Path(mirror) / source.repo
+        if not local.is_dir():
+            raise ConfigError(
+                f"{MIRROR_VARIABLE}={mirror}: no folder {str(local)!r}; expected a copy of the hub's {source.repo!r} "
+                "in the hub's layout"
+            )
+        where = str(local)
+    try:
+        # every split, so that a missing one is named beside those there are
+        splits = load_dataset(where)
+    except FileNotFoundError:
+        if not mirror:
+            raise
+        raise ConfigError(
+            f"{MIRROR_VARIABLE}: {where!r} holds no data files that datasets reads (Parquet, JSON Lines, CSV, ... at "
+            "its top or under data/, named by split)"
+        ) from None
+    if source.split not in splits:
+        raise ConfigError(f"dataset {where!r} has no split {source.split!r}; its splits: {', '.join(splits)}")
+    rows = splits[source.split]
     out = Path(out)
     with atomic_path(out) as tmp, tmp.open("w") as handle:
         for i, record in enumerate(rows):
