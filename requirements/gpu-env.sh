@@ -13,8 +13,12 @@ command -v "$python" >/dev/null || { echo "gpu-env.sh: no $python on PATH (set P
 "$python" -m venv "$dir"
 "$dir/bin/pip" install --upgrade pip
 "$dir/bin/pip" install -e '.[gpu,tracking]'
+# What every job imports, on the login node too (no GPU needed; DeepSpeed then says it picked its CPU accelerator,
+# and on a GPU node picks CUDA): a package missing or broken stops here and not in the first job.
 "$dir/bin/python" - <<'PY'
-import torch, vllm
-print(f"GPU environment ready: vLLM {vllm.__version__}, torch {torch.__version__} (CUDA {torch.version.cuda})")
+import datasets, deepspeed, torch, vllm
+import graft.cli, graft.data.fetch, graft.engine.vllm
+print(f"GPU environment ready: vLLM {vllm.__version__}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
+      f"DeepSpeed {deepspeed.__version__}; compute nodes need an NVIDIA driver for CUDA {torch.version.cuda} or newer")
 PY
 echo "workflow.environment: $dir"
