@@ -92,8 +92,7 @@ def measure(what: str, model: torch.nn.Module, directory: Path) -> dict:
         size = path.stat().st_size
         path.unlink()
     else:
-        tempfile.tempdir = str(directory)
-        with node_file(WeightStream(model), SINGLE, torch.bfloat16) as path:
+        with node_file(WeightStream(model), SINGLE, torch.bfloat16, directory) as path:
             size = path.stat().st_size
     seconds = time.perf_counter() - start
     files_per_node = PROCESSES_PER_NODE if what == "before" else 1

@@ -207,8 +207,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
     jobs = _evaluation_jobs(args, config)
     _set_threads(args.threads)
-    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        evaluate_one = Evaluator(config, grader, args.seed, log=lambda **fields: _log_event("eval_benchmark", **fields))
+    log = lambda **fields: _log_event("eval_benchmark", **fields)  # noqa: E731
+    with (
+        Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader,
+        Evaluator(config, grader, args.seed, log=log) as evaluate_one,
+    ):
         run = None if args.run is None else _training_run(args.run)
         for model, checkpoint, out in jobs:
             if run is None:
@@ -233,8 +236,11 @@ def _cmd_reevaluate(args: argparse.Namespace) -> int:
     if not args.evals.is_dir():
         raise ConfigError(f"--evals: no such directory {str(args.evals)!r} (the run's checkpoint evaluations)")
     _set_threads(args.threads)
-    with Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader:
-        evaluate_one = Evaluator(config, grader, log=lambda **fields: _log_event("eval_benchmark", **fields))
+    log = lambda **fields: _log_event("eval_benchmark", **fields)  # noqa: E731
+    with (
+        Grader(config.reward.kind, config.reward.timeout, config.reward.workers) as grader,
+        Evaluator(config, grader, log=log) as evaluate_one,
+    ):
         written = reevaluate_selected(config, run, args.evals, args.out_dir, evaluate_one)
     _log_event("reevaluate", files=len(written), out=str(args.out_dir))
     return 0

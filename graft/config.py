@@ -249,6 +249,11 @@ class ScaleSpec:
     vllm_cpu_kv_cache_mib: int = 512
     """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
 
+    sync_dir: str | None = None
+    """A node-local directory for the weight sync's file (the model in the engine's dtype, once per node and step).
+    None: ``/dev/shm``, the node's memory, when it has room; else the job stops before any compute and asks for
+    this setting. Never a shared file system: every step writes and reads the whole model there."""
+
     process_group_timeout_s: int = 3600
     """How long a collective waits for the slowest process before the job fails (PyTorch's default is 10 minutes
     under NCCL). Processes wait on process 0 while it writes a checkpoint's Hugging Face copy of both models (at
@@ -319,8 +324,13 @@ class EvalSpec:
     independent runs"; 5 in the paper config). The report's scores of a selected checkpoint are then the mean
     (and std) of these runs, never the run that selected it, whose score is biased upward by the selection.
     0: no re-evaluation; the report says that its scores are those of the selecting run."""
+    vllm_memory: float = 0.85
+    """The share of its GPU's memory the evaluation's vLLM engine takes (``scale.rollout: vllm``). A job holds one
+    engine at a time, stopping one model's before it starts the next's, so the share is the whole job's."""
 
     def __post_init__(self) -> None:
+        if not 0 < self.vllm_memory < 1:
+            raise FieldError("vllm_memory", f"{self.vllm_memory} is not allowed; expected 0 < x < 1")
         if self.k < 1:
             raise FieldError("k", f"{self.k} is not allowed; expected an integer >= 1")
         if self.selection_runs < 0:

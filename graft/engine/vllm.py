@@ -32,17 +32,26 @@ memory only; the engine keeps its weights and KV cache), a GPU memory share (its
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
 
 from graft.engine.distributed import World
 from graft.engine.rollout import Sample
-from graft.engine.weight_sync import WeightStream, node_file, write_safetensors
+from graft.engine.weight_sync import (
+    WeightStream,
+    checkpoint_files,
+    node_file,
+    read_weights,
+    sync_bytes,
+    sync_directory,
+    write_safetensors,
+)
 from graft.seeding import derive
 
 VERSIONS = {"gpu": "0.33.0", "cpu": "0.32.0"}
@@ -173,21 +182,29 @@ class WeightLoader:
     inside the engine's worker, where ``self`` is the worker."""
 
     def graft_load_weights_file(self, path: str) -> int:
-        """Load the Hugging Face-named tensors of a safetensors file into the running model, as vLLM loads a
-        checkpoint (names mapped, q/k/v and gate/up fused). Through the worker's in-place ``reload_weights``
-        where it exists: after loading, vLLM repacks weights into kernel formats and may free the originals (the
-        CPU build packs every linear layer for oneDNN, leaving empty parameters), and that call restores them,
-        loads and repacks; a plain ``model.load_weights`` would then fail on the empty parameters."""
-        from safetensors.torch import load_file
+        """Load the Hugging Face-named tensors of a safetensors file (the weight sync's) into the running model."""
+        return self._graft_reload(read_weights([Path(path)]))
 
-        weights = load_file(path)
-        if hasattr(self, "reload_weights"):
-            self.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
-        else:
-            model = self.model_runner.get_model()  # the model itself, not its CUDA-graph wrapper
-            device = next(model.parameters()).device
-            model.load_weights(weights=((name, t.to(device)) for name, t in weights.items()))
-        return len(weights)
+    def graft_load_checkpoint(self, path: str) -> int:
+        """A checkpoint's Hugging Face directory into the running model, read where it lies, with no copy."""
+        files, aliases = checkpoint_files(Path(path))
+        return self._graft_reload(read_weights(files, aliases))
+
+    def _graft_reload(self, weights: Iterator[tuple[str, torch.Tensor]]) -> int:
+        """Load named tensors as vLLM loads a checkpoint (names mapped, q/k/v and gate/up fused), in place through
+        the worker's ``reload_weights``: after loading, vLLM repacks weights into kernel formats and may free the
+        originals (the CPU build packs every linear layer for oneDNN, leaving empty parameters), and that call
+        restores them, loads and repacks; a plain ``model.load_weights`` would then fail on the empty parameters."""
+        count = 0
+
+        def counted():
+            nonlocal count
+            for item in weights:
+                count += 1
+                yield item
+
+        self.reload_weights(weights_iterator=counted(), is_checkpoint_format=True)
+        return count
 
 
 def gpu_only_features(on_cpu: bool, colocated: bool) -> str:
@@ -277,6 +294,7 @@ class VLLMRollout:
         cpu_kv_cache_mib: int = 512,
         *,
         stop_token_ids: list[int],
+        sync_dir: Path | None = None,
     ):
         """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
         tokenizer, as in bench/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
@@ -284,9 +302,12 @@ class VLLMRollout:
         build (a GPU engine takes ``gpu_memory_utilization`` of its GPU instead). ``stop_token_ids``: the tokens a
         response ends at, the policy's (``Policy.stop_token_ids``), so that both backends stop where the prompt
         format's turn ends; by itself vLLM would stop only at the EOS of the model's generation config and
-        tokenizer."""
+        tokenizer. ``sync_dir``: where the weight sync's file goes (graft.engine.weight_sync.sync_directory); None:
+        decided at each sync."""
         from vllm import LLM
         from vllm.platforms import current_platform
+
+        self.sync_dir = sync_dir
 
         self.max_new_tokens = max_new_tokens
         self.stop_token_ids = list(stop_token_ids)
@@ -360,13 +381,30 @@ class VLLMRollout:
         finally:
             os.unlink(name)
 
+    def load_checkpoint(self, directory: str | Path) -> None:
+        """A checkpoint's model directory (an evaluation's next checkpoint) into the engine, read where it lies."""
+        self._wake("weights")
+        self.llm.collective_rpc("graft_load_checkpoint", args=(str(directory),))
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+        self.weights = "awake"
+
+    def close(self) -> None:
+        """Stop the engine: its core process exits and its GPU memory is the driver's again, before another engine
+        asks for its share."""
+        self.llm.llm_engine.engine_core.shutdown()
+        del self.llm
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def sync_from(self, weights: WeightStream, world: World) -> None:
         """The trained weights into this process's engine from its node's one file (graft.engine.weight_sync).
 
         Through a file because tensors passed as RPC arguments reach the engine core as buffers that its
         multiprocess executor cannot pickle on to its workers (vLLM 0.32 on the CPU: "cannot pickle memoryview
         objects")."""
-        with node_file(weights, world, self.dtype) as path:
+        directory = self.sync_dir or sync_directory(sync_bytes(weights, self.dtype), None)
+        with node_file(weights, world, self.dtype, directory) as path:
             self.load_weights_file(path)
 
     def load_weights_file(self, path: Path) -> None:

@@ -75,9 +75,9 @@ def evaluate(
 
 
 def vllm_evaluator(config: RunConfig, policy: Policy, checkpoint: Path) -> RolloutBackend:
-    """A vLLM engine with the evaluation's sampling settings and ``policy``'s stop tokens, started from
-    ``checkpoint`` (``policy``'s weights); later checkpoints of the same model are loaded into it with
-    ``load_weights`` rather than starting another engine."""
+    """A vLLM engine with the evaluation's sampling settings, memory share and ``policy``'s stop tokens, started
+    from ``checkpoint`` (``policy``'s weights); later checkpoints of the same model are loaded into it with
+    ``load_checkpoint`` rather than starting another engine."""
     from graft.engine.vllm import VLLMRollout
 
     spec = config.eval
@@ -89,7 +89,7 @@ def vllm_evaluator(config: RunConfig, policy: Policy, checkpoint: Path) -> Rollo
         config.train.max_prompt_tokens + max_tokens,
         spec.temperature,
         spec.top_p,
-        gpu_memory_utilization=0.85,
+        gpu_memory_utilization=spec.vllm_memory,
         colocated=False,
         cpu_kv_cache_mib=config.scale.vllm_cpu_kv_cache_mib,
         stop_token_ids=policy.stop_token_ids,
@@ -151,9 +151,11 @@ def checkpoint_step(path: str | Path) -> int:
 
 
 class Evaluator:
-    """Evaluates checkpoints with the config's settings. With vLLM, one engine per model is started and later
-    checkpoints of that model are loaded into it; otherwise Hugging Face ``generate`` (on a GPU when there is one).
-    The training loop (in-train evaluation) and ``graft evaluate`` share it."""
+    """Evaluates checkpoints with the config's settings. With vLLM, one engine at a time: later checkpoints of its
+    model are loaded into it from their directories, and a checkpoint of another model first shuts it down (its GPU
+    memory back to the driver) and starts that model's; vLLM refuses to start an engine when less than its share of
+    the GPU is free. Otherwise Hugging Face ``generate`` (on a GPU when there is one). The training loop (in-train
+    evaluation) and ``graft evaluate`` share it; use it as a context manager, so that the last engine stops."""
 
     def __init__(self, config: RunConfig, grader: Grader, seed: int = 0, log=None):
         if config.eval is None:
@@ -163,7 +165,20 @@ class Evaluator:
 
             check_available()
         self.config, self.grader, self.seed, self.log = config, grader, seed, log
-        self.engines: dict[str, RolloutBackend] = {}
+        self.engine: tuple[str, RolloutBackend] | None = None
+        """The one vLLM engine and the model it holds."""
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the engine, if one runs."""
+        if self.engine is not None:
+            self.engine[1].close()
+            self.engine = None
 
     def __call__(self, model: str, checkpoint: Path, out: Path, seed: int | None = None) -> dict:
         """Evaluate one checkpoint into ``out``; ``seed`` overrides the evaluator's sampling seed."""
@@ -172,20 +187,26 @@ class Evaluator:
         policy = load_policy(model, self.config.models[model], path=checkpoint)
         rollout = None
         if self.config.scale.rollout == "vllm":
-            if model in self.engines:
-                self.engines[model].load_weights(policy.model.state_dict())
-            else:
-                from graft.engine.vllm import check_models
-
-                check_models({model: checkpoint})
-                self.engines[model] = vllm_evaluator(self.config, policy, checkpoint)
-            rollout = self.engines[model]
+            rollout = self._engine(model, policy, checkpoint)
         elif torch.cuda.is_available():
             policy.model.to("cuda")
         step = checkpoint_step(checkpoint)
         log = None if self.log is None else (lambda **fields: self.log(model=model, checkpoint=step, **fields))
         seed = self.seed if seed is None else seed
         return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, seed, rollout, log)
+
+    def _engine(self, model: str, policy: Policy, checkpoint: Path) -> RolloutBackend:
+        """The engine holding ``checkpoint``: the running one when it holds ``model``, else a new one, started once
+        the running one has stopped."""
+        if self.engine is not None and self.engine[0] == model:
+            self.engine[1].load_checkpoint(checkpoint)
+            return self.engine[1]
+        from graft.engine.vllm import check_models
+
+        check_models({model: checkpoint})
+        self.close()
+        self.engine = (model, vllm_evaluator(self.config, policy, checkpoint))
+        return self.engine[1]
 
 
 def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -> str:

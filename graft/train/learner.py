@@ -68,6 +68,12 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
     t, scale = cfg.train, cfg.scale
     if scale.rollout == "vllm":
         from graft.engine.vllm import VLLMRollout
+        from graft.engine.weight_sync import WeightStream, sync_bytes, sync_directory
+
+        # where the weight sync writes, decided before any compute
+        sync_dir = sync_directory(
+            sync_bytes(WeightStream(policy.model), DTYPES[cfg.models[name].dtype]), scale.sync_dir
+        )
 
         engine = VLLMRollout(
             cfg.models[name].path,
@@ -81,6 +87,7 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
             device_index=world.device.index,
             cpu_kv_cache_mib=scale.vllm_cpu_kv_cache_mib,
             stop_token_ids=policy.stop_token_ids,
+            sync_dir=sync_dir,
         )
         return engine, True
     per_prompt = t.rollout_seeds == "prompt"

@@ -314,9 +314,8 @@ class Trainer:
             if self.req.eval_dir is not None:
                 from graft.eval.evaluate import Evaluator, evaluate_run
 
-                evaluate_run(
-                    Evaluator(self.cfg, self.grader), run, self.req.models, self.req.eval_dir, only_missing=True
-                )
+                with Evaluator(self.cfg, self.grader) as evaluator:
+                    evaluate_run(evaluator, run, self.req.models, self.req.eval_dir, only_missing=True)
         finally:
             self.grader.close()
             if tracker is not None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -75,15 +74,14 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     # the rollout engines' weight sync: one file per node, streamed by its first process, read by every process
     sync_dir = out / f"sync{world.rank}"
     sync_dir.mkdir()
-    tempfile.tempdir = str(sync_dir)
     model = stepper.module if engine != "fsdp2" else policy.model
-    with node_file(WeightStream(model), world, torch.float32) as path:
+    with node_file(WeightStream(model), world, torch.float32, sync_dir) as path:
         synced = load_file(path)
         files_during_sync = sorted(p.name for d in out.glob("sync*") for p in d.iterdir())
     world.barrier()
     files_after_sync = sorted(p.name for d in out.glob("sync*") for p in d.iterdir())
     same_file_everywhere = world.gather(str(path))
-    assert all(torch.equal(synced[k], v) for k, v in gather_to_main(WeightStream(model), world).items())
+    assert all(torch.equal(synced[k], v) for k, v in gather_to_main(WeightStream(model, unique=True), world).items())
     if world.is_main:
         torch.save(
             {

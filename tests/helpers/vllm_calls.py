@@ -1,10 +1,10 @@
 """graft's calls into vLLM against the installed build's own definitions, read from source (nothing of vLLM is
 imported, so the GPU build's worker is read on a machine without a GPU or CUDA libraries).
 
-Both sides are parsed: the calls graft/engine/vllm.py makes (``LLM(...)``, ``self.llm.<method>(...)``,
-``SamplingParams(...)``, the worker extension's ``self.reload_weights(...)``) and the classes of the installed
-build that receive them; a keyword the receiver does not take, or more positional arguments than it has, is a
-mismatch.
+Both sides are parsed: the calls graft/engine/vllm.py makes (``LLM(...)``, ``self.llm.<method>(...)``, the
+engine core client's ``shutdown``, ``SamplingParams(...)``, the worker extension's ``self.reload_weights(...)``)
+and the classes of the installed build that receive them; a keyword the receiver does not take, or more
+positional arguments than it has, is a mismatch.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ WHERE = {
     "GPUModelRunner": ("v1/worker/gpu_model_runner.py", "GPUModelRunner"),
     "EngineArgs": ("engine/arg_utils.py", "EngineArgs"),
     "SamplingParams": ("sampling_params.py", "SamplingParams"),
+    "EngineCoreClient": ("v1/engine/core_client.py", "EngineCoreClient"),
 }
 """Where each receiving class is defined in the vLLM package."""
 FORWARDS = {("Worker", "reload_weights"): ("GPUModelRunner", "reload_weights"), ("LLM", "__init__"): ("EngineArgs", "")}
@@ -67,6 +68,8 @@ def graft_calls(source: Path = Path(graft_vllm.__file__)) -> list[Call]:
             target = ("SamplingParams", "")
         elif isinstance(f, ast.Attribute) and ast.unparse(f.value) == "self.llm":
             target = ("LLM", f.attr)
+        elif isinstance(f, ast.Attribute) and ast.unparse(f.value) == "self.llm.llm_engine.engine_core":
+            target = ("EngineCoreClient", f.attr)
         elif isinstance(f, ast.Attribute) and ast.unparse(f.value) == "self" and f.attr == "reload_weights":
             target = ("Worker", "reload_weights")
         if target is not None:

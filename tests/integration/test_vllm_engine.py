@@ -163,10 +163,11 @@ def _one_step(policy, prompt, samples):
     model.eval()
 
 
-def _after_a_step(models, engines, sync: bool = True, reset: bool = True):
+def _after_a_step(models, engines, sync: bool = True, reset: bool = True, directory: Path | None = None):
     """Sample a prompt of three full KV blocks, take an optimizer step, load the new weights into the engine (or
-    not; with or without the prefix-cache reset), sample again; returns the new samples' log-prob gaps to the
-    updated model and to the old one. The engine and model go back to the built weights afterwards."""
+    not; with or without the prefix-cache reset; from tensors, or with ``directory`` from a checkpoint directory
+    saved there), sample again; returns the new samples' log-prob gaps to the updated model and to the old one.
+    The engine and model go back to the built weights afterwards."""
     policy, engine = policy_of(models, "qwen3"), engines("qwen3")
     old = {k: v.clone() for k, v in policy.model.state_dict().items()}
     prompt = policy.encode(policy.prompt_text(LONG))
@@ -177,7 +178,11 @@ def _after_a_step(models, engines, sync: bool = True, reset: bool = True):
     if not reset:
         engine.llm.reset_prefix_cache = lambda *args, **kwargs: True
     try:
-        if sync:
+        if sync and directory is not None:
+            policy.model.save_pretrained(directory, safe_serialization=True)
+            policy.tokenizer.save_pretrained(directory)
+            engine.load_checkpoint(directory)
+        elif sync:
             engine.load_weights(policy.model.state_dict())
         after = engine.generate([prompt], n=4, seed=21)[0]
     finally:
@@ -193,6 +198,52 @@ def test_loaded_weights_replace_the_old_ones_in_the_engine(models, engines):
     new_gap, old_gap = _after_a_step(models, engines)
     assert new_gap < LOGP_TOL  # the engine computes with the updated weights
     assert old_gap > 100 * LOGP_TOL  # and no longer with the old ones
+
+
+def test_a_checkpoint_directory_loads_into_the_engine_where_it_lies(models, engines, tmp_path):
+    """An evaluation's next checkpoint: vLLM's own loader reads the directory's safetensors (no temporary copy)."""
+    new_gap, old_gap = _after_a_step(models, engines, directory=tmp_path / "step_00005")
+    assert new_gap < LOGP_TOL and old_gap > 100 * LOGP_TOL
+
+
+def test_an_evaluation_job_of_two_models_holds_one_engine_at_a_time(models, tmp_path, monkeypatch):
+    """Two checkpoints of A, then B: A's engine starts, takes A's second checkpoint from its directory, and is shut
+    down (its core process gone) before B's starts; the last one stops when the job ends."""
+    from graft.engine import vllm
+    from graft.engine.reward import Grader
+    from graft.eval.evaluate import Evaluator
+
+    data = write_forced_problems(tmp_path / "forced.jsonl")
+    evaluation = {"benchmarks": {"forced": str(data)}, "k": 2}
+    scale = {"rollout": "vllm", "vllm_cpu_kv_cache_mib": 64}
+    config = forced_config(tmp_path, models["qwen3"], models["gpt2"], data, eval=evaluation, scale=scale)
+    calls, cores = [], []
+    start, close, load = vllm.VLLMRollout.__init__, vllm.VLLMRollout.close, vllm.VLLMRollout.load_checkpoint
+
+    def started(self, model_path, *args, **kwargs):
+        calls.append(f"start {Path(model_path).name}")
+        start(self, model_path, *args, **kwargs)
+        cores.append(self.llm.llm_engine.engine_core.resources.engine_manager)
+
+    def closed(self):
+        calls.append("close")
+        close(self)
+
+    def loaded(self, directory):
+        calls.append(f"load {Path(directory).name}")
+        load(self, directory)
+
+    monkeypatch.setattr(vllm.VLLMRollout, "__init__", started)
+    monkeypatch.setattr(vllm.VLLMRollout, "close", closed)
+    monkeypatch.setattr(vllm.VLLMRollout, "load_checkpoint", loaded)
+    from graft.config import config_from_dict
+
+    with Grader("toy", 5, 1) as grader, Evaluator(config_from_dict(config), grader) as evaluate_one:
+        for name, arch in (("A", "qwen3"), ("A", "qwen3"), ("B", "gpt2")):
+            evaluate_one(name, models[arch], tmp_path / f"{name}-{len(calls)}.json")
+            if name == "B":
+                assert not any(p.is_alive() for p in cores[0].processes)  # A's engine core exited
+    assert calls == ["start qwen3", "load qwen3", "close", "start gpt2", "close"]
 
 
 def test_without_the_sync_the_engine_samples_from_the_old_weights(models, engines):

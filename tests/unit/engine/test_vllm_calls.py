@@ -40,6 +40,10 @@ class EngineArgs:
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
 """,
+    "v1/engine/core_client.py": """
+class EngineCoreClient:
+    def shutdown(self, timeout=None): ...
+""",
     "sampling_params.py": """
 class SamplingParams:
     n: int = 1
