@@ -96,6 +96,15 @@ def test_smoke_workflow_writes_every_table_and_figure(smoke):
     assert [p.name for p in evals] == ["step_00001.json", "step_00002.json"]
 
 
+def test_every_finished_cell_is_pruned_and_holds_no_resume_state(smoke):
+    """Rule all asks for each cell's pruned.json; with two checkpoints a model's selection rules and the last keep
+    both, and no checkpoint keeps optimizer state once its run is done (train.keep_resume_state: false)."""
+    done = sorted(smoke.glob("runs/*/*/seed*/done.json"))
+    assert len(done) == 8 and all((d.parent / "pruned.json").is_file() for d in done)
+    assert not list(smoke.glob("runs/*/*/seed*/checkpoints/**/optimizer.pt"))
+    assert len(list(smoke.glob("runs/*/*/seed*/checkpoints/step_*/*/model.safetensors"))) == 2 * 10
+
+
 def test_smoke_workflow_reevaluates_each_selected_checkpoint_with_fresh_seeds(smoke):
     selected = smoke / "eval_selected" / "graft" / "P1" / "seed0" / "smol"
     record = json.loads((selected / "selected.json").read_text())
@@ -184,7 +193,7 @@ def test_a_changed_training_setting_retrains_in_one_run(smoke, tmp_path):
 
 def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
     # A cell whose job did not finish: no done.json, its newest checkpoint gone, none of the outputs downstream
-    # of it. Checkpoint 1 has no optimizer state (only the newest checkpoint keeps it), so the job starts over.
+    # of it. Checkpoint 1 has no optimizer state (a finished run keeps none), so the job starts over.
     run_dir = smoke / "runs" / "graft" / "P1" / "seed0"
     (run_dir / "done.json").unlink()
     shutil.rmtree(run_dir / "checkpoints" / "step_00002")
@@ -192,7 +201,7 @@ def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
     shutil.rmtree(smoke / "report")
     counts = job_counts(smk(smoke, "all", "--dry-run"))
     expected = {"train": 1, "evaluate_checkpoints": 1, "collect_evaluations": 1, "reevaluate_selected": 1}
-    assert counts == {**expected, "report": 1, "all": 1}
+    assert counts == {**expected, "prune_checkpoints": 1, "report": 1, "all": 1}
     smk(smoke, "all")
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [(m["step"], m["model"]) for m in metrics] == [(s, m) for s in range(2) for m in ("smol", "qwen")]
@@ -310,6 +319,80 @@ def test_a_cells_checkpoints_evaluated_in_several_jobs_equal_one_jobs(smoke, tmp
     expected = {p.relative_to(smoke / "eval"): p.read_bytes() for p in (smoke / "eval" / cell).rglob("*.json")}
     got = {p.relative_to(results / "eval"): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")}
     assert len(got) == 2 and {k: v.replace(bytes(results), bytes(smoke)) for k, v in got.items()} == expected
+
+
+def test_pruning_keeps_what_a_retried_evaluation_and_the_report_read(smoke, tmp_path):
+    """GRPO n=8 on smol alone for 4 steps with a checkpoint at each (the smoke's toy world, copied): once the cell
+    is evaluated, rule prune_checkpoints removes the model directories that no selection rule picks, keeping their
+    manifests. Then nothing reruns; the report, forced, reads only what is left and writes the same tables; a
+    retried evaluation job (its outputs deleted, as Snakemake deletes a failed job's) copies every kept result,
+    computes none and writes the same bytes, and the re-evaluation still finds its checkpoint; evaluating a pruned
+    checkpoint with other settings is refused with one line."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke / "toy", results / "toy")
+    config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    for section in (config["models"], config["toy"]["models"], config["report"]["paper_models"]):
+        del section["qwen"]
+    config["pairs"] = {}
+    config["train"]["steps"] = 4
+    config["workflow"].update(grpo=["grpo_n8"], pair_methods=[], ablations=[])
+    path = tmp_path / "alone.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    cmd = [tool("snakemake"), "all", "--cores", "2", "--configfile", path, "--config", f"results={results}"]
+    run(*cmd, check=True)
+    cell = Path("grpo_n8") / "smol" / "seed0"
+    run_dir = results / "runs" / cell
+    record = json.loads((run_dir / "pruned.json").read_text())
+    kept, removed = record["kept"]["smol"], record["removed"]["smol"]
+    assert removed and 4 in kept and sorted(kept + removed) == [1, 2, 3, 4] and record["freed_bytes"] > 0
+    selected = json.loads((results / "eval_selected" / cell / "smol" / "selected.json").read_text())["step"]
+    assert selected in kept
+    for step in removed:
+        ckpt = run_dir / "checkpoints" / f"step_{step:05d}"
+        assert not (ckpt / "smol").exists() and (ckpt / "manifest.json").is_file()
+    assert not list(run_dir.glob("checkpoints/**/optimizer.pt"))
+    tables = {p.name: p.read_bytes() for p in (results / "report" / "tables").iterdir()}
+    evals = {p.relative_to(results): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")}
+    assert job_counts(run(*cmd, "--dry-run", check=True)) == {}
+    summary = results / "report" / "summary.md"
+    forced = [tool("snakemake"), summary, "--forcerun", "report", *cmd[2:]]
+    assert job_counts(run(*forced, "--dry-run", check=True)) == {"report": 1}
+    run(*forced, check=True)
+    assert {p.name: p.read_bytes() for p in (results / "report" / "tables").iterdir()} == tables
+
+    shutil.rmtree(results / "eval_parts" / cell)
+    shutil.rmtree(results / "eval" / cell)
+    retried = [tool("snakemake"), results / "eval" / cell, *cmd[2:]]
+    assert job_counts(run(*retried, "--dry-run", check=True)) == {"evaluate_checkpoints": 1, "collect_evaluations": 1}
+    run(*retried, check=True)
+    log = results / "logs" / "eval" / cell / "part0.log"
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
+    assert events.count("evaluate_kept") == 4 and "evaluate" not in events
+    assert {p.relative_to(results): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")} == evals
+    # what follows the evaluations reruns from what is left, and nothing is retrained
+    after = {"reevaluate_selected": 1, "prune_checkpoints": 1, "report": 1, "all": 1}
+    assert job_counts(run(*cmd, "--dry-run", check=True)) == after
+    run(*cmd, check=True)
+    assert {p.name: p.read_bytes() for p in (results / "report" / "tables").iterdir()} == tables
+
+    snapshot = yaml.safe_load((results / "config.yaml").read_text())  # the merged config every job reads
+    snapshot["eval"]["k"] = 3
+    path.write_text(yaml.safe_dump(snapshot, sort_keys=False))
+    refused = run(
+        tool("graft"),
+        "evaluate",
+        "--config",
+        path,
+        "--run",
+        run_dir,
+        "--steps",
+        removed[0],
+        "--out-dir",
+        tmp_path / "k3",
+    )
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1 and "was pruned after the cell's evaluations" in lines[0]
+    assert not (tmp_path / "k3").exists()
 
 
 def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tmp_path):
