@@ -5,8 +5,9 @@ dtype, ``checkpoint_steps`` of them per run), resume state (float32 weights and 
 ``train.resumable_checkpoints``, and in an interim checkpoint while a run lasts), trajectories (every response
 sampled in training, stored per step) and evaluations (one JSON per checkpoint and model, with its copies). Three
 figures each: the largest cell while it runs (nothing of it removed yet), every cell once the workflow is done
-with the config's pruning settings, and every cell with nothing removed. The byte counts per token and per
-evaluated problem are read off this project's files (the smoke workflow's); nothing here is measured.
+with the config's pruning settings, and every cell with nothing removed. Weights and resume state are exact
+counts of the models' tensors; the bytes per stored token and per evaluated problem are estimates, stated beside
+them. Nothing here is measured.
 """
 
 from __future__ import annotations
