@@ -1,10 +1,10 @@
 """CI's subset of the dress rehearsal: config/rehearsal.yaml cut to what still runs every rule of its DAG but the
 re-evaluation (toy_data, toy_model, resolve_methods, train, evaluate_base, evaluate_checkpoints, collect_evaluations,
-report) within CI's time: pair P2 only (Qwen3's and the Llama decoder's architectures; SmolLM3's runs in vLLM's engine
-tests, tests/integration/test_vllm_engine.py), GRPO n=8 for each of its models and GRAFT on P2 (one seed), no
-baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover), no
-re-evaluation of selected checkpoints (the smoke config's re-evaluation jobs run through the same Slurm cluster), and
-one evaluation job per cell.
+prune_checkpoints, report) within CI's time: pair P2 only (Qwen3's and the Llama decoder's architectures; SmolLM3's
+runs in vLLM's engine tests, tests/integration/test_vllm_engine.py), GRPO n=8 for each of its models and GRAFT on P2
+(one seed), no baselines, replay or ablations (the same train rule with other switches, which the CPU tests cover),
+no re-evaluation of selected checkpoints (the smoke config's re-evaluation jobs run through the same Slurm cluster),
+and one evaluation job per cell.
 
 Usage: python .ci/rehearsal_subset.py OUT.yaml [--config config/rehearsal.yaml]
 """

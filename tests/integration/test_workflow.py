@@ -506,16 +506,15 @@ with SnakemakeApi(OutputSettings()) as api:
 def test_downloads_run_on_the_submitting_host_unless_the_config_says_otherwise(tmp_path, on_submit_host):
     """``workflow.fetch_on_submit_host`` makes fetch_model and fetch_dataset local rules, so that Slurm never gets
     a job that needs the internet (a dry run cannot show it: Snakemake prints every dry-run job as ``rule``);
-    collecting a cell's evaluation jobs' files is always local."""
+    collecting a cell's evaluation jobs' files and pruning its checkpoints are always local."""
     config = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
     config.setdefault("workflow", {})["fetch_on_submit_host"] = on_submit_host
     path = tmp_path / "paper.yaml"
     path.write_text(yaml.safe_dump(config))
     out = run(sys.executable, "-c", LOCAL_RULES, path, check=True)
     local = out.stdout.strip().splitlines()[-1].split() if out.stdout.strip() else []
-    assert local == (
-        ["collect_evaluations", "fetch_dataset", "fetch_model"] if on_submit_host else ["collect_evaluations"]
-    )
+    always = ["collect_evaluations", "prune_checkpoints"]
+    assert local == sorted([*always, "fetch_dataset", "fetch_model"] if on_submit_host else always)
 
 
 def test_snakemake_lint_and_snakefmt():
