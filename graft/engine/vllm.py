@@ -223,9 +223,11 @@ def sampling_params(
     seed: int,
     stop_token_ids: list[int],
     detokenize: bool = True,
+    logprobs: bool = True,
 ):
-    """The per-prompt ``SamplingParams``: n samples, top_k off, the sampled token's log-prob only, a stop at each of
-    ``stop_token_ids`` (the policy's: ``Policy.stop_token_ids``), which stays the response's last token."""
+    """The per-prompt ``SamplingParams``: n samples, top_k off, a stop at each of ``stop_token_ids`` (the policy's:
+    ``Policy.stop_token_ids``), which stays the response's last token; with ``logprobs`` the sampled token's
+    log-prob only (training reads it; evaluation does not, and asking takes vLLM's sampler off its fast path)."""
     from vllm import SamplingParams
 
     return SamplingParams(
@@ -236,7 +238,7 @@ def sampling_params(
         max_tokens=max_tokens,
         seed=seed,
         stop_token_ids=list(stop_token_ids),
-        logprobs=0,
+        logprobs=0 if logprobs else None,
         skip_special_tokens=True,
         detokenize=detokenize,
     )
@@ -247,33 +249,42 @@ def prompt_seed(seed: int, index: int) -> int:
     return derive(seed, "vllm_prompt", index)
 
 
-def to_samples(outputs: Iterable, max_tokens: int) -> list[list[Sample]]:
+def to_samples(outputs: Iterable, max_tokens: int, logprobs: bool = True) -> list[list[Sample]]:
     """vLLM ``RequestOutput``s (one per prompt, in prompt order) to ``[prompt][sample]`` Samples.
 
     The sampled token's log-prob is read from each position's log-prob dictionary (with ``logprobs=0`` it
-    holds the sampled token, plus the top-1 token when that differs). A sample is truncated when vLLM stopped
-    it for length.
+    holds the sampled token, plus the top-1 token when that differs); without ``logprobs`` (not asked for) a
+    sample has none. A sample is truncated when vLLM stopped it for length.
     """
     result: list[list[Sample]] = []
     for request in outputs:
         group = []
         for completion in sorted(request.outputs, key=lambda c: c.index):
             tokens = list(completion.token_ids)
-            if completion.logprobs is None or len(completion.logprobs) != len(tokens):
-                raise ValueError(
-                    f"vLLM request {request.request_id}: {len(tokens)} tokens but "
-                    f"{'no' if completion.logprobs is None else len(completion.logprobs)} log-prob positions; "
-                    "the engine must be asked for logprobs=0"
-                )
-            logprobs = [
-                float(position[token].logprob) for token, position in zip(tokens, completion.logprobs, strict=True)
-            ]
             truncated = completion.finish_reason == "length" or (
                 completion.finish_reason is None and len(tokens) >= max_tokens
             )
-            group.append(Sample(token_ids=tokens, logprobs=logprobs, text=completion.text, truncated=truncated))
+            group.append(
+                Sample(
+                    token_ids=tokens,
+                    logprobs=sampled_logprobs(request.request_id, completion, tokens) if logprobs else [],
+                    text=completion.text,
+                    truncated=truncated,
+                )
+            )
         result.append(group)
     return result
+
+
+def sampled_logprobs(request_id: str, completion, tokens: list[int]) -> list[float]:
+    """The log-prob of each sampled token, from a completion asked for ``logprobs=0``."""
+    if completion.logprobs is None or len(completion.logprobs) != len(tokens):
+        raise ValueError(
+            f"vLLM request {request_id}: {len(tokens)} tokens but "
+            f"{'no' if completion.logprobs is None else len(completion.logprobs)} log-prob positions; "
+            "the engine must be asked for logprobs=0"
+        )
+    return [float(position[token].logprob) for token, position in zip(tokens, completion.logprobs, strict=True)]
 
 
 class VLLMRollout:
@@ -295,6 +306,7 @@ class VLLMRollout:
         *,
         stop_token_ids: list[int],
         sync_dir: Path | None = None,
+        logprobs: bool = True,
     ):
         """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
         tokenizer, as in bench/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
@@ -303,11 +315,13 @@ class VLLMRollout:
         response ends at, the policy's (``Policy.stop_token_ids``), so that both backends stop where the prompt
         format's turn ends; by itself vLLM would stop only at the EOS of the model's generation config and
         tokenizer. ``sync_dir``: where the weight sync's file goes (graft.engine.weight_sync.sync_directory); None:
-        decided at each sync."""
+        decided at each sync. ``logprobs``: samples carry their tokens' log-probs (training); False for evaluation,
+        which reads none."""
         from vllm import LLM
         from vllm.platforms import current_platform
 
         self.sync_dir = sync_dir
+        self.logprobs = logprobs
 
         self.max_new_tokens = max_new_tokens
         self.stop_token_ids = list(stop_token_ids)
@@ -447,6 +461,7 @@ class VLLMRollout:
                 prompt_seed(seed, i),
                 self.stop_token_ids,
                 self.detokenize,
+                self.logprobs,
             )
             for i in (positions if positions is not None else range(len(prompts)))
         ]
@@ -454,4 +469,4 @@ class VLLMRollout:
         if self.sleeps:
             self.llm.sleep(level=2)
             self.weights, self.cache_awake = "discarded", False
-        return to_samples(outputs, self.max_new_tokens)
+        return to_samples(outputs, self.max_new_tokens, self.logprobs)

@@ -93,6 +93,7 @@ def vllm_evaluator(config: RunConfig, policy: Policy, checkpoint: Path) -> Rollo
         colocated=False,
         cpu_kv_cache_mib=config.scale.vllm_cpu_kv_cache_mib,
         stop_token_ids=policy.stop_token_ids,
+        logprobs=False,
     )
 
 
@@ -106,15 +107,17 @@ def evaluate_to_file(
     seed: int = 0,
     rollout: RolloutBackend | None = None,
     log=None,
+    validation: bool = True,
 ) -> dict:
     """Evaluate ``policy`` (loaded from ``checkpoint``) on the config's benchmarks and validation set and write the
     result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks.
-    ``rollout``: a sampler holding the checkpoint's weights (vLLM); None: Hugging Face ``generate``."""
+    ``rollout``: a sampler holding the checkpoint's weights (vLLM); None: Hugging Face ``generate``.
+    ``validation`` False: the benchmarks only (a selected checkpoint's re-evaluation, which no selection reads)."""
     from graft.data.benchmarks import load_benchmark
 
     spec = config.eval
     sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
-    if spec.validation:
+    if spec.validation and validation:
         sets["validation"] = load_benchmark(spec.validation, "eval.validation")
     max_tokens = config.eval_response_tokens()
     was_training = policy.model.training
@@ -132,7 +135,7 @@ def evaluate_to_file(
         log=log,
     )
     policy.model.train(was_training)
-    if spec.validation:
+    if "validation" in sets:
         result["validation"] = result["benchmarks"].pop("validation")
         scores = [b["pass@1"] for b in result["benchmarks"].values()]
         result["average"] = sum(scores) / len(scores)
@@ -180,8 +183,11 @@ class Evaluator:
             self.engine[1].close()
             self.engine = None
 
-    def __call__(self, model: str, checkpoint: Path, out: Path, seed: int | None = None) -> dict:
-        """Evaluate one checkpoint into ``out``; ``seed`` overrides the evaluator's sampling seed."""
+    def __call__(
+        self, model: str, checkpoint: Path, out: Path, seed: int | None = None, validation: bool = True
+    ) -> dict:
+        """Evaluate one checkpoint into ``out``; ``seed`` overrides the evaluator's sampling seed; ``validation``:
+        as ``evaluate_to_file``'s."""
         from graft.engine.policy import load_policy
 
         policy = load_policy(model, self.config.models[model], path=checkpoint)
@@ -193,7 +199,7 @@ class Evaluator:
         step = checkpoint_step(checkpoint)
         log = None if self.log is None else (lambda **fields: self.log(model=model, checkpoint=step, **fields))
         seed = self.seed if seed is None else seed
-        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, seed, rollout, log)
+        return evaluate_to_file(self.config, policy, checkpoint, out, self.grader, step, seed, rollout, log, validation)
 
     def _engine(self, model: str, policy: Policy, checkpoint: Path) -> RolloutBackend:
         """The engine holding ``checkpoint``: the running one when it holds ``model``, else a new one, started once
@@ -209,11 +215,11 @@ class Evaluator:
         return self.engine[1]
 
 
-def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -> str:
+def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int, validation: bool = True) -> str:
     """What a checkpoint's evaluation is a function of, as one string: the checkpoint's model files (their sha256
-    from the checkpoint's manifest, else hashed here), the benchmark and validation files' contents, the evaluation
-    and sampling settings, the model's prompt format and the seed. Paths are left out, so a moved results tree keeps
-    its evaluations."""
+    from the checkpoint's manifest, else hashed here), the benchmark and (with ``validation``) validation files'
+    contents, the evaluation and sampling settings, the model's prompt format and the seed. Paths are left out, so a
+    moved results tree keeps its evaluations."""
     import dataclasses
     import hashlib
 
@@ -231,7 +237,7 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -
         }
     spec = config.eval
     data = {name: sha256(path) for name, path in spec.benchmarks.items()}
-    if spec.validation:
+    if spec.validation and validation:
         data["validation"] = sha256(spec.validation)
     settings = {k: v for k, v in dataclasses.asdict(spec).items() if k not in ("benchmarks", "validation")}
     prompt = {k: v for k, v in dataclasses.asdict(config.models[model]).items() if k in ("template", "chat", "dtype")}
@@ -251,21 +257,28 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int) -
 
 
 def evaluate_kept(
-    evaluate_one: Evaluator, model: str, checkpoint: Path, out: Path, kept: Path, seed: int | None = None
+    evaluate_one: Evaluator,
+    model: str,
+    checkpoint: Path,
+    out: Path,
+    kept: Path,
+    seed: int | None = None,
+    validation: bool = True,
 ) -> tuple[dict, bool]:
     """Evaluate one checkpoint into ``out`` unless ``kept`` holds a finished evaluation of the same checkpoint with
     the same settings and seed (then it is copied, with the checkpoint's present path: the bytes a new evaluation
     would write); a new one is kept there. ``kept`` lies beside the training run (``RunDir.kept_evaluation``), where
     a retried job's output deletion does not reach, so a killed evaluation job loses at most the evaluation it was
-    running. ``seed``: None for the evaluator's. Returns the result and whether it was computed."""
+    running. ``seed``: None for the evaluator's; ``validation``: as ``evaluate_to_file``'s. Returns the result and
+    whether it was computed."""
     seed = evaluate_one.seed if seed is None else seed
-    key = evaluation_key(evaluate_one.config, model, checkpoint, seed)
+    key = evaluation_key(evaluate_one.config, model, checkpoint, seed, validation)
     if _holds(kept, key):
         result = json.loads(kept.read_text())
         result["checkpoint"] = str(checkpoint)  # where it is now (a results tree may have moved); order kept
         write_text(out, json.dumps(result) + "\n")
         return result, False
-    result = evaluate_one(model, checkpoint, out, seed)
+    result = evaluate_one(model, checkpoint, out, seed, validation)
     write_text(kept, out.read_text())
     write_text(kept.with_suffix(".key"), key)  # last: a key names a complete result
     return result, True

@@ -87,7 +87,9 @@ def reevaluate_selected(
         for r in range(config.eval.selection_runs):
             out = selection_run_file(out_dir, model, r)
             kept = run.kept_evaluation(model, step, selection_run=r)
-            evaluate_kept(evaluate_one, model, checkpoint, out, kept, derive(int(meta["seed"]), "selection_run", r))
+            seed = derive(int(meta["seed"]), "selection_run", r)
+            # the benchmarks only: the validation set serves the selection, which these runs come after
+            evaluate_kept(evaluate_one, model, checkpoint, out, kept, seed, validation=False)
             written.append(out)
         record = {
             "rule": rule,

@@ -376,3 +376,23 @@ def test_neighbouring_prompts_draw_different_streams_under_per_prompt_seeds(forc
     assert [s.token_ids for s in first] != [s.token_ids for s in second]
     (alone,) = rollout.generate([prompt], n=4, seed=3, positions=[1])
     assert [s.token_ids for s in alone] == [s.token_ids for s in second]
+
+
+def test_a_reevaluation_samples_the_benchmarks_only_and_as_the_full_evaluation_does(forced_world, tmp_path):
+    """A selected checkpoint's re-evaluation skips the validation set, which only the selection reads: its result has
+    none, it is kept under its own key, and the benchmarks' samples are those an evaluation with validation draws
+    with the same seed (each benchmark samples from its own seed)."""
+    from graft.eval.evaluate import Evaluator, evaluate_kept
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["eval"] = {"benchmarks": {"forced": str(forced_world["data"])}, "validation": str(forced_world["data"])}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    torch.set_num_threads(1)
+    with Grader("toy", 5, 1) as grader, Evaluator(load_config(path), grader) as evaluate_one:
+        full, _ = evaluate_kept(evaluate_one, "A", forced_world["A"], tmp_path / "full.json", tmp_path / "k1.json", 4)
+        args = ("A", forced_world["A"], tmp_path / "again.json", tmp_path / "k2.json", 4)
+        again, computed = evaluate_kept(evaluate_one, *args, validation=False)
+    assert computed and "validation" in full and "validation" not in again
+    assert again["benchmarks"] == full["benchmarks"] and again["average"] == full["average"]
+    assert (tmp_path / "k1.key").read_text() != (tmp_path / "k2.key").read_text()

@@ -93,6 +93,15 @@ def test_missing_logprobs_are_refused():
         to_samples([_request("r", [bad])], max_tokens=8)
 
 
+def test_evaluation_asks_for_no_logprobs_and_its_samples_carry_none():
+    """Evaluation reads no log-prob: asking for one would take vLLM's sampler off its fast path."""
+    params = sampling_params(8, 0.6, 0.95, 4096, 1, [2], logprobs=False)
+    assert params.logprobs is None
+    plain = CompletionOutput(index=0, text="x", token_ids=[3, 2], cumulative_logprob=None, logprobs=None)
+    (sample,) = to_samples([_request("r", [plain])], max_tokens=8, logprobs=False)[0]
+    assert sample.token_ids == [3, 2] and sample.logprobs == [] and not sample.truncated
+
+
 def test_sampling_params_ask_for_the_sampled_token_logprob():
     stops = [151645, 151643]  # Qwen3's chat format: <|im_end|>, then <|endoftext|>
     params = sampling_params(
