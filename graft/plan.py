@@ -155,6 +155,13 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
         samples = f"{cfg.eval.k} sample{'s' * (cfg.eval.k != 1)}"
         lines.append(f"evaluation: {samples} per problem; {again}")
         lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
+        if cfg.scale.rollout == "vllm":
+            share = cfg.eval.vllm_memory
+            lines.append(
+                f"evaluation memory: one vLLM engine per job at a time, eval.vllm_memory {share:g} of its GPU "
+                f"({share * cfg.scale.gpu_memory_gb:.1f} of {cfg.scale.gpu_memory_gb:g} GB); a job of several models "
+                "stops one model's engine before it starts the next's"
+            )
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     lines += memory_lines(cfg, cells)
     lines += disk_lines(cfg, disk_use(cfg, cells, steps, base), steps)

@@ -253,6 +253,7 @@ def test_plan_command(capsys):
     out = capsys.readouterr().out
     assert "56 training cells" in out and "GPU-hours: training 2,958, evaluation" in out
     assert "then evaluated 5 more times" in out
+    assert "evaluation memory: one vLLM engine per job at a time, eval.vllm_memory 0.85 of its GPU" in out
     suffix = "Let's think step by step and output the final answer within \\\\boxed{}."
     for model in ("smollm3", "qwen3", "octothinker"):
         line = next(x for x in out.splitlines() if x.startswith(f"prompt of {model}: "))
