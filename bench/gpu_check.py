@@ -14,7 +14,8 @@
    reload and generate with CUDA graphs on. The synced weights are perturbed far from the engine's (the final
    norm's scale changed), and the engine's log-probs must match the trainer's forward of the new weights and
    not of the old: a sync that loads nothing fails.
-Then training and rollout throughput. Prints a table; writes its JSON after every phase, so a crash keeps what
+Then training and rollout throughput, and the evaluation's path (one engine at the evaluation's share, no log-probs
+asked) with its tokens per second. Prints a table; writes its JSON after every phase, so a crash keeps what
 ran; exits non-zero when a check fails.
 
 Run by bench/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
@@ -27,6 +28,7 @@ Usage: torchrun --nproc-per-node N bench/gpu_check.py [--out DIR] [--tiny]
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -398,6 +400,44 @@ def engine_against_trainer(engine, policy, model, prompts, world, results, when:
     return mean
 
 
+def evaluation_phase(cfg, directory: Path, engines: list, world: World, results: dict) -> None:
+    """The evaluation's path, as graft.eval.evaluate runs it: the training engines shut down and the trainer's
+    memory released, then one engine at the evaluation's share (``eval.vllm_memory``), no log-probs asked, sampling
+    at the paper's evaluation temperature and top-p; its tokens per second are what the evaluation jobs' lengths
+    rest on (``workflow.generation_tokens_per_s``)."""
+    from graft.config import EvalSpec
+    from graft.engine.vllm import VLLMRollout
+
+    for engine in engines:
+        engine.close()
+    gc.collect()  # the sharded trainer's modules hold reference cycles
+    torch.cuda.empty_cache()
+    results["gpu_used_gib_before_evaluation_engine"] = used_gib(world)
+    share = EvalSpec.vllm_memory
+    engine = VLLMRollout(
+        str(directory),
+        "bfloat16",
+        cfg.response_tokens,
+        cfg.prompt_tokens + cfg.response_tokens,
+        temperature=0.6,
+        top_p=0.95,
+        gpu_memory_utilization=share,
+        colocated=False,
+        engine_args={"skip_tokenizer_init": True},
+        stop_token_ids=[cfg.model["eos_token_id"]],
+        logprobs=False,
+    )
+    results["evaluation_engine_share"] = share
+    results["evaluation_engine_kv_cache_tokens"] = kv_cache_tokens(engine)
+    t0 = time.perf_counter()
+    samples = engine.generate(random_prompts(cfg, cfg.prompts, 200 + world.rank), 8, seed=world.rank)
+    elapsed = time.perf_counter() - t0
+    tokens = sum(len(s.token_ids) for group in samples for s in group)
+    totals = world.sum([tokens, elapsed])
+    results["evaluation_tokens_per_s"] = totals[0] / (totals[1] / world.size)
+    engine.close()
+
+
 def training_rows(cfg, world: World) -> list[Row]:
     g = torch.Generator().manual_seed(1)
     rows = []
@@ -499,9 +539,13 @@ def main() -> int:
         phase_done("training")
         if engines:
             engine_phase(cfg, engines, policy, stepper, world, results)
+            phase_done("rollout")
+            del policy, stepper  # an evaluation job holds no training state
+            evaluation_phase(cfg, directory, engines, world, results)
+            phase_done("evaluation")
         else:
             hf_rollout_phase(cfg, directory, world, results)
-        phase_done("rollout")
+            phase_done("rollout")
         dist.barrier()
     finally:
         if world.is_main:
