@@ -1,9 +1,10 @@
 """The rollout engines' weight sync for a model of Qwen3-1.7B's shapes (random weights), before and after streaming.
 
-before: the way the package synced until streaming (every process gathers the whole model in float32, copies it
-to the CPU in the engine's dtype, bf16, and writes its own safetensors file for its engines);
-after: graft.engine.weight_sync.node_file (one tensor gathered at a time, one file per node, written by the node's
-first process).
+before: every process gathers the whole model in float32, copies it to the CPU in the engine's dtype, bf16, and
+writes its own safetensors file (a tied embedding under both names) for its engines, which load it whole;
+after: graft.engine.weight_sync.node_file (one tensor gathered at a time, each tensor once, one file per node in
+/dev/shm, written by the node's first process), which each engine reads tensor by tensor, memory-mapped
+(graft.engine.weight_sync.read_weights).
 
 Measured in one process on the CPU (no gather to do, so the seconds are the copy and the write; on a GPU node the
 gathers add NCCL time, the same in both): seconds, bytes of the file, and the peak resident memory the sync adds.
@@ -23,12 +24,12 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from graft.config import ModelSizes
 from graft.engine.distributed import SINGLE
-from graft.engine.weight_sync import WeightStream, node_file
+from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
 from graft.memory import parameters
 
 QWEN3_17B = ModelSizes(layers=28, hidden=2048, intermediate=6144, heads=16, kv_heads=8, head_dim=128, vocab=151936)
@@ -65,6 +66,7 @@ def build() -> torch.nn.Module:
     with torch.device("meta"):
         model = Qwen3ForCausalLM(config)
     model.to_empty(device="cpu")
+    model.tie_weights()  # to_empty gives the output projection storage of its own
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in model.parameters():
@@ -82,6 +84,19 @@ def before(model: torch.nn.Module, path: Path) -> None:
     save_file(named, str(path))
 
 
+def _read(what: str, path: Path) -> float:
+    """Seconds of one engine's read of the file, every tensor touched as a load does: whole (before) or tensor by
+    tensor (after). Both map the file; neither copies it into the process's own memory."""
+    start = time.perf_counter()
+    if what == "before":
+        for tensor in load_file(path).values():
+            tensor.sum()
+    else:
+        for _, tensor in read_weights([path]):
+            tensor.sum()
+    return time.perf_counter() - start
+
+
 def measure(what: str, model: torch.nn.Module, directory: Path) -> dict:
     Path("/proc/self/clear_refs").write_text("5")
     start_rss = _rss()
@@ -89,34 +104,37 @@ def measure(what: str, model: torch.nn.Module, directory: Path) -> dict:
     if what == "before":
         path = directory / "weights.safetensors"
         before(model, path)
-        size = path.stat().st_size
+        write_s, size, peak = time.perf_counter() - start, path.stat().st_size, _hwm() - start_rss
+        read_s = _read(what, path)
         path.unlink()
     else:
         with node_file(WeightStream(model), SINGLE, torch.bfloat16, directory) as path:
-            size = path.stat().st_size
-    seconds = time.perf_counter() - start
+            write_s, size, peak = time.perf_counter() - start, path.stat().st_size, _hwm() - start_rss
+            read_s = _read(what, path)
     files_per_node = PROCESSES_PER_NODE if what == "before" else 1
     return {
-        "seconds": round(seconds, 2),
+        "seconds": round(write_s, 2),
         "file_bytes": size,
         "bytes_per_node_step": size * files_per_node,
-        "peak_added_bytes": _hwm() - start_rss,
+        "peak_added_bytes": peak,
+        "read_seconds": round(read_s, 2),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dir", type=Path, default=None, help="where the files are written (default: TMPDIR)")
+    parser.add_argument("--dir", type=Path, default=None, help="where the files are written (default: /dev/shm)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "weight_sync.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    directory = Path(tempfile.mkdtemp(dir=args.dir))
     model = build()
+    where = args.dir or sync_directory(sync_bytes(WeightStream(model), torch.bfloat16), None)
+    directory = Path(tempfile.mkdtemp(dir=where))
     scale = parameters(SMOLLM3_3B) / parameters(QWEN3_17B)
     rows = {}
     header = f"{'sync':<8} {'s':>7} {'file GB':>8} {'GB/node/step':>13} {'peak added GB':>14}"
-    print(header + f" {'SmolLM3-3B GB/node/step':>24}")
+    print(header + f" {'read s':>7} {'SmolLM3-3B GB/node/step':>24}")
     for what in ("before", "after"):
         r = measure(what, model, directory)
         r["smollm3_bytes_per_node_step"] = r["bytes_per_node_step"] * scale
@@ -124,7 +142,8 @@ def main() -> None:
         rows[what] = r
         print(
             f"{what:<8} {r['seconds']:>7.1f} {r['file_bytes'] / 1e9:>8.2f} {r['bytes_per_node_step'] / 1e9:>13.2f}"
-            f" {r['peak_added_bytes'] / 1e9:>14.2f} {r['smollm3_bytes_per_node_step'] / 1e9:>24.2f}",
+            f" {r['peak_added_bytes'] / 1e9:>14.2f} {r['read_seconds']:>7.1f}"
+            f" {r['smollm3_bytes_per_node_step'] / 1e9:>24.2f}",
             flush=True,
         )
     os.rmdir(directory)
@@ -134,6 +153,7 @@ def main() -> None:
         "processes_per_node": PROCESSES_PER_NODE,
         "threads": args.threads,
         "smollm3_scale": scale,
+        "directory": str(where),
     }
     args.out.write_text(json.dumps({"settings": settings, "results": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")
