@@ -147,8 +147,16 @@ class TrainSpec:
     optimisation."""
 
     micro_batch_tokens: int | None = None
-    """Padded tokens (responses x longest prompt + response) per forward pass at most, on top of
-    ``micro_batch``; None: no token budget. Long responses then share a pass with fewer others."""
+    """Tokens per forward pass at most, on top of ``micro_batch``: padded tokens (responses x longest prompt +
+    response), or with ``packing`` the rows' own tokens; None: no token budget. Long responses then share a pass
+    with fewer others."""
+
+    packing: bool = False
+    """Run each forward pass of scoring and updates as one packed sequence, without padding: the rows end to end,
+    positions restarting at each row and attention kept within it (graft.engine.packing), micro-batches filled by
+    tokens longest row first. Log-probs, losses and gradients equal the padded pass's within float32 rounding; the
+    compute is that of the rows' own tokens instead of rows x the longest row. False: each micro-batch padded to its
+    longest row, rows in arrival order (the embedded default's digits rest on that summation order)."""
 
     logits_chunk_mib: float = 512
     """MiB of float32 logits computed at once when log-probs are taken (scoring and updates): a forward pass

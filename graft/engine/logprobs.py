@@ -65,7 +65,8 @@ def chunked_token_logprobs(
 
 class _ResponseHead:
     """Stands in for the output projection's ``forward`` during one forward pass: given the final hidden states
-    [B, L, H] it returns the log-probs [N] of the ``targets`` at (``rows``, ``positions``), in that order.
+    [B, L, H] (padded rows, or one packed sequence) it returns the log-probs [N] of the ``targets`` at (``rows``,
+    ``positions``), in that order.
 
     The projection module itself still runs (only its ``forward`` is replaced), so the hooks that FSDP2 and
     DeepSpeed ZeRO-3 put on it gather its weight around this call and its backward, as for the full logits.
@@ -88,7 +89,7 @@ class _ResponseHead:
         weight, bias = self.head.weight, getattr(self.head, "bias", None)
         chunk = chunk_positions(weight.shape[0], self.chunk_mib)
         if hidden.shape[0] * hidden.shape[1] <= chunk:
-            # one chunk: the plain formula over the padded rows, operation for operation
+            # one chunk: the plain formula over the whole pass, operation for operation
             logits = F.linear(hidden, weight, bias)[:, :-1].float()
             logp_all = torch.log_softmax(logits / self.temperature, dim=-1)
             token_logp = logp_all.gather(-1, self.ids[:, 1:].unsqueeze(-1)).squeeze(-1)
@@ -111,18 +112,19 @@ def response_head(model: torch.nn.Module, head: _ResponseHead) -> Iterator[None]
         del module.forward  # the class's forward again
 
 
-def packed_response_logprobs(
+def response_token_logprobs(
     model: torch.nn.Module,
     ids: torch.Tensor,
-    attention_mask: torch.Tensor,
     rows: torch.Tensor,
     positions: torch.Tensor,
     temperature: float,
     chunk_mib: float,
+    **inputs,
 ) -> torch.Tensor:
-    """Log-probs [N] of the tokens ``ids[rows, positions + 1]`` predicted at ``positions`` of each row of the
-    right-padded batch ``ids`` [B, L], from one forward pass of ``model``."""
+    """Log-probs [N] of the tokens ``ids[rows, positions + 1]`` predicted at ``positions`` of the batch ``ids``
+    [B, L], from one forward pass of ``model`` with ``inputs`` (right-padded rows: their attention mask; rows packed
+    into one sequence: graft.engine.packing's arguments)."""
     hf_model = model.module if is_engine(model) else model
     head = _ResponseHead(hf_model.get_output_embeddings(), ids, rows, positions, temperature, chunk_mib)
     with response_head(hf_model, head):
-        return model(input_ids=ids, attention_mask=attention_mask, use_cache=False).logits
+        return model(input_ids=ids, use_cache=False, **inputs).logits

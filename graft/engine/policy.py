@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 
 from graft.config import ModelSpec, TrainSpec
-from graft.engine.logprobs import packed_response_logprobs
+from graft.engine.logprobs import response_token_logprobs
+from graft.engine.packing import attend_within_rows, pack_rows
 from graft.engine.prompts import PromptFormat
 from graft.errors import ConfigError
 
@@ -133,12 +134,15 @@ def response_logprobs(
     pad_id: int,
     temperature: float = 1.0,
     logits_chunk_mib: float = TrainSpec.logits_chunk_mib,
+    packed: bool = TrainSpec.packing,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log pi(o_t | q, o_<t) of each response after its prompt, in one forward pass.
 
     Rows are prompt + response, right-padded, so every row's positions start at 0 exactly as in a left-padded
-    generate call. Log-probs come from the raw logits divided by the temperature, computed ``logits_chunk_mib``
-    MiB of logits at a time (graft.engine.logprobs), never for the whole batch at once.
+    generate call; ``packed``: the rows end to end in one sequence without padding, positions restarting at each
+    row and attention kept within it (graft.engine.packing), which gives the same log-probs within float32
+    rounding. Log-probs come from the raw logits divided by the temperature, computed ``logits_chunk_mib`` MiB of
+    logits at a time (graft.engine.logprobs), never for the whole batch at once.
 
     Returns:
         (logp [B, T], mask [B, T]) with T the longest response; logp carries the graph if grad is enabled.
@@ -146,25 +150,32 @@ def response_logprobs(
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     rows = [p + r for p, r in zip(prompts, responses, strict=True)]
-    ids, attn = pad_right(rows, pad_id)
+    device = model_device(model)
+    if packed:
+        attend_within_rows(model)
+        ids, inputs = pack_rows(rows, device)
+    else:
+        ids, attn = pad_right(rows, pad_id)
+        ids, inputs = ids.to(device), {"attention_mask": attn.long().to(device)}
     width = max((len(r) for r in responses), default=0)
     mask = torch.zeros(len(rows), width, dtype=torch.bool)
     row_index, position = [], []
+    start = 0  # where row i begins in the pass: 0 for padded rows, the rows before it for packed ones
     for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
-        # token j of the response sits at position len(p) + j and is predicted from position len(p) + j - 1
-        row_index += [i] * len(r)
-        position += range(len(p) - 1, len(p) - 1 + len(r))
+        # token j of the response sits at position len(p) + j of its row, predicted from the position before
+        row_index += [0 if packed else i] * len(r)
+        position += range(start + len(p) - 1, start + len(p) - 1 + len(r))
         mask[i, : len(r)] = True
-    device = model_device(model)
-    ids, attn, mask = ids.to(device), attn.to(device), mask.to(device)
-    packed = packed_response_logprobs(
+        start += len(p) + len(r) if packed else 0
+    mask = mask.to(device)
+    logp = response_token_logprobs(
         model,
         ids,
-        attn.long(),
         torch.tensor(row_index, dtype=torch.long, device=device),
         torch.tensor(position, dtype=torch.long, device=device),
         temperature,
         logits_chunk_mib,
+        **inputs,
     )
-    out = torch.zeros(mask.shape, dtype=packed.dtype, device=device)
-    return out.masked_scatter(mask, packed), mask
+    out = torch.zeros(mask.shape, dtype=logp.dtype, device=device)
+    return out.masked_scatter(mask, logp), mask

@@ -9,7 +9,7 @@ import torch
 
 from graft.algo import mean_token_logprob
 from graft.config import TrainSpec
-from graft.engine.batching import pack_micro_batches
+from graft.engine.batching import plan_passes
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
 
@@ -24,6 +24,7 @@ class ScoringSettings:
     micro_batch: int = TrainSpec.micro_batch
     micro_batch_tokens: int | None = TrainSpec.micro_batch_tokens
     logits_chunk_mib: float = TrainSpec.logits_chunk_mib
+    packing: bool = TrainSpec.packing
     max_response_tokens: int | None = None
     """The receiver's response limit: every method cuts re-tokenized peer responses to it. None: no cut."""
 
@@ -34,6 +35,7 @@ class ScoringSettings:
             train.micro_batch,
             train.micro_batch_tokens,
             train.logits_chunk_mib,
+            train.packing,
             train.max_response_tokens,
         )
 
@@ -73,37 +75,42 @@ def score_responses(
     world: World = SINGLE,
 ) -> tuple[list[list[float]], torch.Tensor]:
     """Per-token log-probs of token sequences under ``policy`` (its training forward), in forward passes cut by
-    ``settings.micro_batch`` rows and ``settings.micro_batch_tokens`` padded tokens.
+    ``settings.micro_batch`` rows and ``settings.micro_batch_tokens`` tokens (graft.engine.batching), packed
+    without padding under ``settings.packing``.
 
-    Under several processes each scores every ``size``-th response (the model is sharded, so every process
-    runs the same number of forward passes, an empty share a one-row pass) and the scores are gathered.
+    Under several processes each scores its share of the responses, the shares' tokens balanced, and the scores
+    are gathered. The model is sharded, so every process runs the same number of forward passes: an empty pass
+    is a one-row pass whose result is dropped.
 
     Returns:
         (per-token log-probs of each response, mean token log-likelihood [R] (Eq. 6)).
     """
     lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
-    budget = (settings.micro_batch, settings.micro_batch_tokens)
-    shares = [World(rank, world.size).share(range(len(prompt_ids))) for rank in range(world.size)]
-    # every process runs as many passes as the busiest one: a pure function of the lengths, the same everywhere
-    passes = max(len(pack_micro_batches(share, lengths, *budget)) for share in shares)
-    plan = pack_micro_batches(shares[world.rank], lengths, *budget)
-    scored: list[tuple[list[float], float]] = []
-    for k in range(passes):
-        rows = plan[k] if k < len(plan) else []
+    plan = plan_passes(lengths, world.size, settings.micro_batch, settings.micro_batch_tokens, settings.packing)
+    scored: dict[int, tuple[list[float], float]] = {}
+    for rows in plan[world.rank]:
         if not rows:  # keeps a sharded model's collectives in step; the result is dropped
             _logprobs(policy, prompt_ids[:1], response_ids[:1], settings)
             continue
         logp, mask = _logprobs(policy, [prompt_ids[i] for i in rows], [response_ids[i] for i in rows], settings)
         means = mean_token_logprob(logp, mask).cpu().tolist()
         logps = [row[: int(m.sum())].cpu().tolist() for row, m in zip(logp, mask, strict=True)]
-        scored.extend(zip(logps, means, strict=True))
-    ordered = world.gather_shares(scored, len(prompt_ids))
+        scored.update(zip(rows, zip(logps, means, strict=True), strict=True))
+    for part in world.gather(scored) if world.distributed else []:
+        scored.update(part)
+    ordered = [scored[i] for i in range(len(prompt_ids))]
     return [lp for lp, _ in ordered], torch.tensor([m for _, m in ordered], dtype=torch.float32)
 
 
 def _logprobs(policy: Policy, prompts: list[list[int]], responses: list[list[int]], settings: ScoringSettings):
     return response_logprobs(
-        policy.model, prompts, responses, policy.pad_token_id, settings.temperature, settings.logits_chunk_mib
+        policy.model,
+        prompts,
+        responses,
+        policy.pad_token_id,
+        settings.temperature,
+        settings.logits_chunk_mib,
+        settings.packing,
     )
 
 

@@ -13,7 +13,7 @@ import torch
 
 from graft.algo import sgt_nll
 from graft.config import TrainSpec
-from graft.engine.batching import pack_micro_batches
+from graft.engine.batching import plan_passes
 from graft.engine.deepspeed_engine import is_engine
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
@@ -38,7 +38,13 @@ def _logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     prompts, responses = [r.prompt_ids for r in rows], [r.response_ids for r in rows]
     return response_logprobs(
-        model, prompts, responses, policy.pad_token_id, settings.temperature, settings.logits_chunk_mib
+        model,
+        prompts,
+        responses,
+        policy.pad_token_id,
+        settings.temperature,
+        settings.logits_chunk_mib,
+        settings.packing,
     )
 
 
@@ -75,26 +81,13 @@ def _chunk_loss(
 
 
 def plan_micro_batches(
-    rows: list[Row], world_size: int, max_rows: int, max_tokens: int | None = None
+    rows: list[Row], world_size: int, max_rows: int, max_tokens: int | None = None, packed: bool = False
 ) -> list[list[list[int]]]:
-    """Which rows each process runs in which forward pass: ``plan[rank][micro] = row indices``.
-
-    Rows go to processes longest first, each to the least loaded (in tokens), then each process packs its rows,
-    in their original order, into micro-batches of at most ``max_rows`` rows and, when ``max_tokens`` is set,
-    at most that many padded tokens (rows x longest prompt + response; a longer row goes alone). Every process
-    gets the same number of micro-batches (padded with empty ones) because a sharded forward pass is collective.
-    The plan is a pure function of the rows, so every process computes the same one.
-    """
+    """Which rows each process runs in which forward pass: ``plan[rank][micro] = row indices``, from the rows'
+    prompt + response lengths (graft.engine.batching.plan_passes: tokens balanced over the processes, the same
+    number of passes on each, packed passes filled by tokens longest row first)."""
     length = [len(r.prompt_ids) + len(r.response_ids) for r in rows]
-    load = [0] * world_size
-    mine: list[list[int]] = [[] for _ in range(world_size)]
-    for i in sorted(range(len(rows)), key=lambda i: (-length[i], i)):
-        rank = min(range(world_size), key=lambda r: (load[r], r))
-        load[rank] += length[i]
-        mine[rank].append(i)
-    plan = [pack_micro_batches(sorted(indices), length, max_rows, max_tokens) for indices in mine]
-    most = max((len(m) for m in plan), default=0)
-    return [m + [[] for _ in range(most - len(m))] for m in plan]
+    return plan_passes(length, world_size, max_rows, max_tokens, packed)
 
 
 class _TorchStep:
@@ -142,8 +135,7 @@ class _DeepSpeedStep:
 def _accumulate(
     rows: list[Row],
     world: World,
-    micro_batch: int,
-    micro_batch_tokens: int | None,
+    settings: UpdateSettings,
     loss_fn,
     share_fn,
     stepper,
@@ -153,7 +145,8 @@ def _accumulate(
     each chunk with its share under ``share``. An empty chunk (a process with fewer rows) runs a zero-weighted
     pass on one row so that the sharded collectives stay in step. ``closes``: this pass ends the minibatch (its
     last backward is the accumulation boundary)."""
-    plan = plan_micro_batches(rows, world.size, micro_batch, micro_batch_tokens)[world.rank]
+    budget = (settings.micro_batch, settings.micro_batch_tokens, settings.packing)
+    plan = plan_micro_batches(rows, world.size, *budget)[world.rank]
     out = []
     for k, indices in enumerate(plan):
         chunk = [rows[i] for i in indices] if indices else rows[:1]
@@ -178,11 +171,13 @@ class UpdateSettings:
     temperature: float = 1.0
     """Log-probs are taken from logits / temperature, as at sampling."""
     micro_batch_tokens: int | None = None
-    """Padded tokens per forward pass at most; None: no token budget."""
+    """Tokens per forward pass at most (padded, or packed under ``packing``); None: no token budget."""
     dual_clip: float | None = None
     """verl's cap on the ratio of negative-advantage tokens (``train.dual_clip``); None: Eq. 10 as written."""
     logits_chunk_mib: float = TrainSpec.logits_chunk_mib
     """MiB of float32 logits made at once (``train.logits_chunk_mib``)."""
+    packing: bool = TrainSpec.packing
+    """Each pass's rows packed into one sequence without padding (``train.packing``)."""
 
     @classmethod
     def from_train(cls, train: TrainSpec) -> UpdateSettings:
@@ -193,6 +188,7 @@ class UpdateSettings:
             train.micro_batch_tokens,
             train.dual_clip,
             train.logits_chunk_mib,
+            train.packing,
         )
 
 
@@ -231,8 +227,7 @@ def _accumulate_nll(
     def share(chunk):
         return sum(1 for r in chunk if r.response_ids) / total
 
-    budget = (settings.micro_batch, settings.micro_batch_tokens)
-    passes = _accumulate(rows, world, *budget, loss, share, stepper, closes=True)
+    passes = _accumulate(rows, world, settings, loss, share, stepper, closes=True)
     return sum(float(stats["nll"]) * stats["share"] for stats in passes)
 
 
@@ -277,8 +272,7 @@ def minibatch_update(
         return _kept_tokens(chunk) / total_tokens
 
     sums = dict.fromkeys(("loss", "nll", "clipped_tokens_own", "tokens_own", "clipped_tokens_peer", "tokens_peer"), 0.0)
-    budget = (settings.micro_batch, settings.micro_batch_tokens)
-    for stats in _accumulate(pg_rows, world, *budget, pg_loss, pg_share, stepper, closes=not nll_rows):
+    for stats in _accumulate(pg_rows, world, settings, pg_loss, pg_share, stepper, closes=not nll_rows):
         sums["loss"] += float(stats["loss"]) * stats["share"]
         for side in ("own", "peer"):
             if f"tokens_{side}" in stats:
