@@ -87,8 +87,7 @@ if SELECTION_RUNS:
         threads: CFG.workflow.threads
         params:
             run=lambda wc, input: Path(input.done).parent,
-            settings=lambda wc: eval_settings()
-            + json.dumps(config.get("report", {}).get("selection", "test_best")),
+            settings=lambda wc: eval_settings() + json.dumps(CFG.report.selection),
         shell:
             "graft reevaluate --config {input.config} --run {params.run} --evals {input.evals}"
             " --out-dir {output} --threads {threads} 2> {log}"

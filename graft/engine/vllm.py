@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from graft.config import ScaleSpec
 from graft.engine.distributed import World
 from graft.engine.rollout import Sample
 from graft.engine.weight_sync import (
@@ -298,11 +299,11 @@ class VLLMRollout:
         max_model_len: int,
         temperature: float = 1.0,
         top_p: float = 1.0,
-        gpu_memory_utilization: float = 0.3,
+        gpu_memory_utilization: float = ScaleSpec.vllm_memory,
         colocated: bool = True,
         device_index: int | None = None,
         engine_args: dict | None = None,
-        cpu_kv_cache_mib: int = 512,
+        cpu_kv_cache_mib: int = ScaleSpec.vllm_cpu_kv_cache_mib,
         *,
         stop_token_ids: list[int],
         sync_dir: Path | None = None,
