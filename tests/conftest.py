@@ -18,6 +18,24 @@ settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+TIERS = {
+    "test_workflow.py": "workflow",
+    "test_distributed.py": "distributed",
+    "test_vllm_backend.py": "vllm",
+    "test_vllm_engine.py": "vllm",
+}
+"""Each integration file's tier (pyproject.toml lists the markers); every other test under tests/unit is a unit test
+and every other one under tests/integration an integration test."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier from where it lives, so that ``-m`` selects tiers (.ci/run does)."""
+    for item in items:
+        path = Path(item.fspath)
+        tier = "unit" if "unit" in path.parts else TIERS.get(path.name, "integration")
+        item.add_marker(tier)
+
+
 @pytest.fixture(scope="session")
 def forced_world(tmp_path_factory) -> dict[str, Path]:
     """Two warmed-up tiny models (A: char-level Qwen3, B: BPE GPT-2), the forced problems and a config."""

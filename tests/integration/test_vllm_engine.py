@@ -356,7 +356,12 @@ def _assert_same_run(one: list[dict], other: list[dict]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "placement"), [("fsdp2", "colocated"), ("deepspeed", "colocated"), ("fsdp2", "split")]
+    ("engine", "placement"),
+    [
+        pytest.param("fsdp2", "colocated", marks=pytest.mark.slow),
+        pytest.param("deepspeed", "colocated", marks=pytest.mark.slow),
+        ("fsdp2", "split"),
+    ],
 )
 def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does(
     models, one_process_run, tmp_path, engine, placement
@@ -369,6 +374,7 @@ def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does
     _assert_same_run(one_process_run, two)
 
 
+@pytest.mark.slow
 def test_a_group_of_three_with_vllm_under_torchrun_trains_as_one_process_does(models, tmp_path):
     """GRAFT on a group of three models (qwen3, gpt2, smollm3 architectures) with vLLM engines: colocated on two
     processes (each holding all three models and their engines) and split over three (one model and engine each),
@@ -381,6 +387,7 @@ def test_a_group_of_three_with_vllm_under_torchrun_trains_as_one_process_does(mo
     _assert_same_run(one, _train(models, tmp_path / "split", 3, placement="split", group=True))
 
 
+@pytest.mark.slow
 def test_a_killed_two_process_vllm_run_resumes_with_engines_on_the_checkpoint_weights(models, tmp_path):
     """SIGKILL to the whole torchrun process tree (trainers and engine cores) once a checkpoint is on disk, then
     ``--resume``: the run completes from its newest checkpoint, and the engine log-probs stored with the first
