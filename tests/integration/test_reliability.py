@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from graft.methods import get_method
 from graft.results import TIMING_METRICS, RunDir
 from graft.train.lock import LOCK_NAME, RunLock
 from graft.train.request import TrainRequest
+from graft.train.stop import TrainingStopped
 from graft.train.trainer import Trainer
 
 
@@ -98,17 +100,24 @@ def test_the_lock_is_exclusive_and_only_its_holder_releases_it(tmp_path):
 
 
 def test_two_concurrent_trainers_on_one_directory(forced_world, tmp_path):
+    """A second trainer on a directory a running one holds is refused in one line, and the first ends as if alone.
+    The first is stopped (SIGSTOP) once it holds the lock mid-run and resumed after the second has looked, so the
+    race does not depend on the machine's speed."""
     out = tmp_path / "run"
-    steps = 150  # about 20 s: the first still runs when the second, cold, has imported torch and looks
+    steps = 20  # the first is stopped after its first step, long before its last
     cmd = [sys.executable, "-m", "graft.cli", "train", "--config", str(forced_world["config"]), "--method", "graft"]
     cmd += ["--models", "A,B", "--seed", "0", "--out", str(out), "--steps", str(steps), "--threads", "1"]
     first = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not ((out / LOCK_NAME).is_file() and (out / "metrics.jsonl").is_file()):  # the first holds it, mid-run
         assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else ""
-        time.sleep(0.05)
-    second = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=300)
-    assert first.poll() is None, "the first trainer ended before the second looked: raise steps"
+        time.sleep(0.01)
+    os.kill(first.pid, signal.SIGSTOP)
+    assert (out / LOCK_NAME).is_file(), "the first trainer ended before it was stopped: raise steps"
+    try:
+        second = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     assert second.returncode == 2, second.stderr
     assert "in use by a run on" in second.stderr and second.stderr.count("\n") == 1
     assert first.wait(timeout=600) == 0, first.stderr.read()
@@ -224,3 +233,42 @@ def test_a_run_killed_between_checkpoints_resumes_from_its_wall_time_checkpoint(
     assert [p.name for p in RunDir(out).checkpoints()] == ["step_00003"]
     assert not RunDir(out).interim_checkpoints()
     assert json.loads((out / "done.json").read_text())["checkpoints"] == ["step_00003"]
+
+
+def test_a_stop_signal_saves_where_the_step_stands_and_the_resume_ends_as_the_uninterrupted_run(
+    forced_world, tmp_path, uninterrupted, monkeypatch
+):
+    """A stop signal (graft.train.stop) during step 0's update: the step ends and the state after it is saved as an
+    interim checkpoint; during step 1's rollouts, before the models change: the step is dropped and the state it
+    started from is saved. Both write the same checkpoint, file for file; the run raises TrainingStopped with the
+    handlers restored, and a resume ends as the uninterrupted run."""
+    real_update, real_publish = Trainer._update, Trainer._publish
+
+    def signal_in_update(self, learner, groups, step, omega):
+        if step == 0:
+            os.kill(os.getpid(), signal.SIGURG)  # as Slurm's warning before the time limit
+        return real_update(self, learner, groups, step, omega)
+
+    def signal_after_rollouts(self, records, infos, batches):  # what follows the step's rollouts
+        if {r.step for r in records.values()} == {1}:
+            os.kill(os.getpid(), signal.SIGTERM)  # as preemption
+        return real_publish(self, records, infos, batches)
+
+    stopped = {}
+    for name, patch in (("update", signal_in_update), ("rollouts", signal_after_rollouts)):
+        out = tmp_path / name
+        with monkeypatch.context() as patched:
+            patched.setattr(Trainer, f"_{name}" if name == "update" else "_publish", patch)
+            with pytest.raises(TrainingStopped) as stop:
+                train(forced_world, out)
+        stopped[name] = stop.value
+        assert stop.value.next_step == 1 and stop.value.checkpoint == RunDir(out).interim_root / "step_00001"
+        assert [r["step"] for r in metrics(out)] == [0, 0] and not (out / "done.json").exists()
+    assert stopped["update"].received == signal.SIGURG and stopped["rollouts"].received == signal.SIGTERM
+    assert signal.getsignal(signal.SIGURG) == signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    manifests = [json.loads((stop.checkpoint / "manifest.json").read_text()) for stop in stopped.values()]
+    assert manifests[0] == manifests[1]
+    out = tmp_path / "rollouts"
+    train(forced_world, out, resume=True)
+    assert metrics(out) == metrics(uninterrupted)
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
