@@ -99,6 +99,38 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     close_world(world)
 
 
+def packed(method_name: str, out: Path, engine: str) -> None:
+    """The shared case's rows scored, then one update of them, every pass packed (FSDP2 or DeepSpeed ZeRO-3,
+    gradient checkpointing on, the chunked log-prob head, a token budget that makes several passes of unequal
+    rows); rank 0 writes the totals, the full parameters and the scores."""
+    from graft.engine.scoring import ScoringSettings, score_responses
+
+    torch.set_num_threads(1)
+    world = init_world()
+    policy, rows, method = build_case(method_name)
+    ref = reference_model(policy) if method.kl_coef > 0 else None
+    enable_gradient_checkpointing(policy.model)
+    if engine == "fsdp2":
+        shard_model(policy.model, world)
+        if ref is not None:
+            shard_model(ref, world)
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
+    stepper, model = optimizer, policy.model
+    if engine == "zero3":
+        from graft.engine import deepspeed_engine
+
+        stepper = deepspeed_engine.wrap(policy.model, optimizer, deepspeed_engine.engine_config(1.0, 3, torch.float32))
+        model = stepper.module
+    scoring = ScoringSettings(micro_batch=3, micro_batch_tokens=40, logits_chunk_mib=0.001, packing=True)
+    scores = score_responses(policy, [r.prompt_ids for r in rows], [r.response_ids for r in rows], scoring, world)
+    settings = UpdateSettings(grad_clip=1.0, micro_batch=3, micro_batch_tokens=40, logits_chunk_mib=0.001, packing=True)
+    totals = minibatch_update(method, policy, stepper, rows, settings=settings, ref_model=ref, world=world)
+    params = gather_to_main(WeightStream(model), world)
+    if world.is_main:
+        torch.save({"stats": dataclasses.asdict(totals), "params": params, "scores": scores}, out / "result.pt")
+    close_world(world)
+
+
 def score(model_dir: Path, out: Path) -> None:
     """Peer responses scored by a sharded receiver, each process scoring its share (micro-batches of 2)."""
     from graft.config import ModelSpec
@@ -119,5 +151,7 @@ def score(model_dir: Path, out: Path) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "score":
         score(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif sys.argv[1] == "packed":
+        packed(sys.argv[2], Path(sys.argv[3]), sys.argv[4])
     else:
         main(sys.argv[1], Path(sys.argv[2]), *sys.argv[3:])

@@ -22,12 +22,14 @@ TESTS = Path(__file__).resolve().parents[1]
 WORKER = TESTS / "helpers" / "dist_worker.py"
 
 
-def _single(method_name: str, micro_batch: int, micro_batch_tokens: int | None):
+def _single(method_name: str, micro_batch: int, micro_batch_tokens: int | None, packing: bool = False):
     torch.set_num_threads(1)
     policy, rows, method = build_case(method_name)
     ref = reference_model(policy) if method.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-3)
-    settings = UpdateSettings(grad_clip=1.0, micro_batch=micro_batch, micro_batch_tokens=micro_batch_tokens)
+    settings = UpdateSettings(
+        grad_clip=1.0, micro_batch=micro_batch, micro_batch_tokens=micro_batch_tokens, packing=packing
+    )
     stats = minibatch_update(method, policy, optimizer, rows, settings=settings, ref_model=ref)
     return dataclasses.asdict(stats), {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
 
@@ -101,6 +103,48 @@ def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_
     for a, b in zip(sharded[2], single[2], strict=True):
         assert a == pytest.approx(b, abs=1e-5)
     torch.testing.assert_close(sharded[3], single[3], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("engine", "method_name"), [("fsdp2", "hacpo"), ("zero3", "sgt")])
+def test_packed_passes_under_two_gloo_processes_equal_the_padded_one_process_update(engine, method_name, tmp_path):
+    """FSDP2 and DeepSpeed ZeRO-3 on two gloo processes, every pass packed (gradient checkpointing, the chunked
+    log-prob head, passes of unequal rows and counts): the padded one-process update's loss, gradient norm and
+    parameters, and its scores of the same rows."""
+    from graft.engine.scoring import ScoringSettings, score_responses
+
+    single, params = _single(method_name, micro_batch=64, micro_batch_tokens=None)
+    result = _torchrun(2, str(WORKER), "packed", method_name, str(tmp_path), engine, pythonpath=TESTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    packed = torch.load(tmp_path / "result.pt", weights_only=False)
+    stats = packed["stats"]
+    assert stats["loss"] == pytest.approx(single["loss"], rel=1e-5, abs=1e-7)
+    assert stats["grad_norm"] == pytest.approx(single["grad_norm"], rel=1e-5)
+    assert stats["tokens_own"] == single["tokens_own"] and stats["tokens_peer"] == single["tokens_peer"]
+    if single["nll"] is not None:
+        assert stats["nll"] == pytest.approx(single["nll"], rel=1e-5)
+    _assert_close(packed["params"], params)
+    policy, rows, _ = build_case(method_name)
+    logps, means = score_responses(
+        policy, [r.prompt_ids for r in rows], [r.response_ids for r in rows], ScoringSettings()
+    )
+    for a, b in zip(packed["scores"][0], logps, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    torch.testing.assert_close(packed["scores"][1], means, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("method_name", ["graft", "hacpo", "sgt"])
+def test_packed_update_equals_the_padded_update(method_name):
+    """The loss's normalisation is unchanged by packing: the same loss, gradient norm and parameters as the padded
+    update, with passes of a different make-up (longest first, by tokens) than the padded ones."""
+    padded_stats, padded = _single(method_name, micro_batch=64, micro_batch_tokens=30)
+    packed_stats, packed = _single(method_name, micro_batch=64, micro_batch_tokens=30, packing=True)
+    assert packed_stats["loss"] == pytest.approx(padded_stats["loss"], rel=1e-5, abs=1e-7)
+    assert packed_stats["grad_norm"] == pytest.approx(padded_stats["grad_norm"], rel=1e-5)
+    assert packed_stats["tokens_own"] == padded_stats["tokens_own"]
+    assert packed_stats["clipped_tokens_peer"] == pytest.approx(padded_stats["clipped_tokens_peer"])
+    if padded_stats["nll"] is not None:
+        assert packed_stats["nll"] == pytest.approx(padded_stats["nll"], rel=1e-5)
+    _assert_close(packed, padded)
 
 
 def test_token_budget_micro_batches_equal_one_batch():

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import GPT2Config, GPT2LMHeadModel, Qwen3Config, Qwen3ForCausalLM
 
+from graft.config import TrainSpec
 from graft.engine.logprobs import chunk_positions, chunked_token_logprobs
 from graft.engine.policy import pad_right, response_logprobs
 
@@ -198,3 +199,72 @@ def test_scoring_passes_are_cut_by_the_token_budget_and_score_the_same():
     for a, b in zip(cut, whole, strict=True):
         assert a == pytest.approx(b, abs=1e-6)
     torch.testing.assert_close(cut_mean, whole_mean, rtol=0, atol=1e-6)
+
+
+def decoder(arch: str, vocab: int, layers: int = 2, seed: int = 0) -> torch.nn.Module:
+    """A 1-2 layer model of the paper's three architectures (OctoThinker is a Llama) or the toy's GPT-2."""
+    import transformers
+
+    if arch == "gpt2":
+        return gpt2(vocab, seed)
+    torch.manual_seed(seed)
+    config_cls, model_cls = {
+        "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+        "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM"),
+        "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    }[arch]
+    config = getattr(transformers, config_cls)(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=1,
+    )
+    return getattr(transformers, model_cls)(config).eval()
+
+
+REAL_VOCAB = {"qwen3": QWEN3_VOCAB, "smollm3": 128_256, "llama": 128_256, "gpt2": GPT2_VOCAB}
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "smollm3", "llama", "gpt2"])
+@pytest.mark.parametrize("real", [False, True], ids=["toy-vocabulary", "real-vocabulary"])
+def test_packed_rows_equal_padded_rows(arch, real):
+    """One packed sequence gives the padded batch's log-probs, loss and gradients: at a toy vocabulary in one
+    chunk, and at the model's real vocabulary with the chunked head and gradient checkpointing (the backward
+    recomputes each layer, which must attend within the rows as its forward did). A padded pass after a packed
+    one is the padded pass of before, bit for bit."""
+    from graft.engine.distributed import enable_gradient_checkpointing
+
+    vocab = REAL_VOCAB[arch] if real else 300
+    model = decoder(arch, vocab)
+    prompts, responses = batch(vocab)
+    chunk_mib = 4 if real else TrainSpec.logits_chunk_mib  # 4 MiB: 6-20 positions a chunk of 52
+    if real:
+        enable_gradient_checkpointing(model)
+    padded, padded_mask = response_logprobs(model, prompts, responses, 0, 0.6, chunk_mib)
+    padded_loss, padded_grads = loss_and_grads(model, padded, padded_mask)
+    packed, mask = response_logprobs(model, prompts, responses, 0, 0.6, chunk_mib, packed=True)
+    loss, grads = loss_and_grads(model, packed, mask)
+    assert torch.equal(mask, padded_mask)
+    torch.testing.assert_close(packed, padded, rtol=0, atol=2e-5)
+    torch.testing.assert_close(loss, padded_loss, rtol=1e-5, atol=1e-6)
+    for a, b in zip(grads, padded_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    again, _ = response_logprobs(model, prompts, responses, 0, 0.6, chunk_mib)
+    assert torch.equal(again, padded)
+
+
+def test_a_packed_pass_attends_within_rows_at_the_cost_of_its_rows():
+    """No [packed length, packed length] tensor is made: attention runs row by row."""
+    model = decoder("qwen3", 300, layers=1)
+    prompts, responses = [[5] * 40] * 6, [[7] * 60] * 6  # six rows of 100 tokens: 600 packed
+    with torch.no_grad(), _LargestTensor() as seen:
+        response_logprobs(model, prompts, responses, 0, packed=True)
+    # transformers' own SDPA over packed rows makes a [600, 600] block-diagonal mask, and scores of that size
+    assert seen.largest < 600 * 600
