@@ -174,7 +174,8 @@ def _phases(cfg: RunConfig, sizes: dict[str, ModelSizes], p: int) -> list[Phase]
     resident = sum(12 * parameters(s) for s in sizes.values()) / p
     row = t.max_prompt_tokens + t.max_response_tokens
     tokens = t.micro_batch_tokens or t.micro_batch * row
-    response = max(tokens // row, 1) * t.max_response_tokens
+    # a packed pass fills its tokens with whatever rows fit, so nearly all of them can be response positions
+    response = tokens if t.packing else max(tokens // row, 1) * t.max_response_tokens
 
     def forward(s: ModelSizes, grad: bool) -> float:
         return pass_bytes(s, tokens, response, t.logits_chunk_mib, grad, compute, p)

@@ -85,3 +85,20 @@ def test_memory_grows_with_the_budgets_and_the_chunk_bounds_the_logits(tokens, m
     copies = UPDATE_LOGIT_COPIES if grad else SCORE_LOGIT_COPIES
     logits = logprob_bytes(qwen3, response, chunk, grad) - response * 2048 * 4 * (2 if grad else 1)
     assert logits <= copies * max(chunk * 2**20, 151936 * 4)
+
+
+def test_a_packed_pass_plans_every_token_of_its_budget_as_a_response_position():
+    """Padded, a 36,864-token pass holds 6 whole rows (6 x 4,096 response positions); packed, shorter rows fill it,
+    so the plan takes every token as one: with a chunk that holds every position, that many more positions'
+    logits (3 float32 copies of Qwen3's vocabulary) and hidden states in the scoring pass."""
+    from graft.config import config_from_dict, read_yaml
+    from graft.memory import cell_phases
+
+    data = read_yaml("config/paper.yaml")
+    scoring = {}
+    for packing in (False, True):
+        train = {**data["train"], "packing": packing, "logits_chunk_mib": 65536}
+        scoring[packing] = cell_phases(config_from_dict({**data, "train": train}), ("qwen3",))[1]
+    more = 36_864 - 6 * 4096
+    expected = more * (SCORE_LOGIT_COPIES * 151_936 * 4 + 2048 * 4)
+    assert round(scoring[True].gb * 1e9 - scoring[False].gb * 1e9) == expected
