@@ -7,7 +7,9 @@
 2. graft's own collectives (sums, gathers, barriers) in the job's process groups, under NCCL where the job has two
    or more processes (said so where it has one).
 3. One process, the way a one-GPU run trains: float32 master weights under bf16 autocast, one update at the
-   paper's learning rate, which must change most weights (on bf16 weights it rounds most changes away).
+   paper's learning rate, which must change most weights (on bf16 weights it rounds most changes away). Then
+   ``train.packing``: rows of unequal lengths as one packed sequence (torch's variable-length flash attention in
+   bf16) against the same rows padded: log-probs, gradient norm and seconds of each.
 4. Two engines at the configured memory share (``scale.vllm_memory`` of config/paper.yaml), asleep from the
    start, each waking after a training peak: GPU memory in use at each point, the KV cache each engine reports.
 5. The weight sync's seconds (graft.engine.weight_sync: streamed, one file per node), then sleep at level 2, wake,
@@ -252,6 +254,45 @@ def one_process_phase(cfg, world: World, results: dict) -> None:
     if dtypes != {torch.float32} or share < 0.5:
         results.setdefault("failed", []).append("one_process")
     del model, policy, optimizer, before
+    if world.device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+PACKING_TOLERANCE = 0.1
+"""Largest mean |log-prob difference| between a packed pass (torch's variable-length flash attention in bf16) and
+the padded one (SDPA with a mask in bf16) over the same rows: the sync's bound, for the same reason (two bf16
+attention kernels summing in different orders, on logits sharpened as a trained model's are)."""
+
+
+def packing_phase(cfg, world: World, results: dict) -> None:
+    """``train.packing`` on a GPU: rows of unequal lengths scored and trained on as one packed sequence (torch's
+    variable-length flash attention under bf16 autocast, gradient checkpointing on) against the same rows padded:
+    their log-probs and gradient norms must agree, and each pass's seconds are recorded."""
+    model = random_model(cfg.model, world.device)
+    enable_gradient_checkpointing(model)
+    compute_in(model, torch.bfloat16 if world.device.type == "cuda" else torch.float32)
+    g = torch.Generator().manual_seed(3)
+    lengths = [cfg.response_tokens, cfg.response_tokens // 8, cfg.response_tokens // 2, 17, cfg.response_tokens // 4]
+    prompts = [torch.randint(2, cfg.model["vocab_size"], (cfg.prompt_tokens // 2,), generator=g).tolist()] * 5
+    responses = [torch.randint(2, cfg.model["vocab_size"], (n,), generator=g).tolist() for n in lengths]
+    out = {}
+    for packed in (False, True):
+        model.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        logp, mask = response_logprobs(model, prompts, responses, 0, packed=packed)
+        (logp * mask).sum().backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        if world.device.type == "cuda":
+            torch.cuda.synchronize()
+        out[packed] = (logp.detach().float(), mask, float(norm), time.perf_counter() - t0)
+    difference = float((out[True][0] - out[False][0]).abs()[out[False][1]].mean())
+    results["packing_logprob_mean_abs_difference"] = difference
+    results["packing_grad_norm_relative_difference"] = abs(out[True][2] / out[False][2] - 1)
+    results["packing_padded_s"], results["packing_packed_s"] = out[False][3], out[True][3]
+    results["packing_tokens"] = sum(map(len, prompts)) + sum(lengths)
+    if difference > PACKING_TOLERANCE or results["packing_grad_norm_relative_difference"] > 0.05:
+        results.setdefault("failed", []).append("packing")
+    del model, out
     if world.device.type == "cuda":
         torch.cuda.empty_cache()
 
@@ -530,6 +571,8 @@ def main() -> int:
             phase_done("memory")
         one_process_phase(cfg, world, results)
         phase_done("one process")
+        packing_phase(cfg, world, results)
+        phase_done("packing")
         t0 = time.perf_counter()
         build_model(cfg, directory, world)
         results["build_s"] = time.perf_counter() - t0
