@@ -10,8 +10,9 @@
    paper's learning rate, which must change most weights (on bf16 weights it rounds most changes away). Then
    ``train.packing``: rows of unequal lengths as one packed sequence (torch's variable-length flash attention in
    bf16) against the same rows padded: log-probs, gradient norm and seconds of each.
-4. Two engines at the configured memory share (``scale.vllm_memory`` of config/paper.yaml), asleep from the
-   start, each waking after a training peak: GPU memory in use at each point, the KV cache each engine reports.
+4. Two engines at the configured memory share and sequences at once (``scale.vllm_memory`` and
+   ``scale.vllm_max_num_seqs`` of config/paper.yaml), asleep from the start, each waking after a training peak:
+   GPU memory in use at each point, the KV cache each engine reports (graft plan's estimate beside it).
 5. The weight sync's seconds (graft.engine.weight_sync: streamed, one file per node), then sleep at level 2, wake,
    reload and generate with CUDA graphs on. The synced weights are perturbed far from the engine's (the final
    norm's scale changed), and the engine's log-probs must match the trainer's forward of the new weights and
@@ -44,6 +45,7 @@ import torch
 import torch.distributed as dist
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from graft.config import read_yaml
 from graft.engine import deepspeed_engine
 from graft.engine.distributed import World, enable_gradient_checkpointing, process_group_backend, shard_model
 from graft.engine.policy import Policy, response_logprobs
@@ -108,11 +110,13 @@ def settings(tiny: bool) -> SimpleNamespace:
         return SimpleNamespace(prompts=4, n=4, hf_prompts=2, hf_n=2, prompt_tokens=16, response_tokens=32,
                                train_rows=8, micro_batch=4, micro_batch_tokens=96, model=TINY,
                                memory={"tiny": TINY}, score_rows=4, memory_prompt=16, memory_response=32,
-                               update_rows=2, vllm_memory=0.3)  # fmt: skip
+                               update_rows=2, vllm_memory=0.3, max_num_seqs=None)  # fmt: skip
+    paper = read_yaml(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")["scale"]
     return SimpleNamespace(prompts=16, n=8, hf_prompts=2, hf_n=4, prompt_tokens=256, response_tokens=4096,
                            train_rows=16, micro_batch=16, micro_batch_tokens=36864, model=QWEN3_17B,
                            memory={"smollm3": SMOLLM3_3B, "qwen3": QWEN3_17B}, score_rows=16, memory_prompt=2048,
-                           memory_response=4096, update_rows=6, vllm_memory=0.3)  # fmt: skip
+                           memory_response=4096, update_rows=6, vllm_memory=paper["vllm_memory"],
+                           max_num_seqs=paper.get("vllm_max_num_seqs"))  # fmt: skip
 
 
 def random_model(model_config: dict, device: torch.device) -> torch.nn.Module:
@@ -132,7 +136,9 @@ def random_model(model_config: dict, device: torch.device) -> torch.nn.Module:
 def memory_phase(cfg, world: World, results: dict) -> None:
     """Peak memory above the resident state of scoring (no gradient) and of one update micro-batch (gradient
     checkpointing, FSDP2 with bf16 compute), each beside graft.memory's prediction of the same terms (activations,
-    the gathered output projection and one layer, the log-prob chunk, and for the update the gradients)."""
+    the gathered output projection and one layer, the log-prob chunk, and for the update the projection's float32
+    gradient). The resident state is read after a first update, so it holds the sharded gradients, as the plan's
+    ``held`` does."""
     for arch, model_config in cfg.memory.items():
         measure_architecture(cfg, arch, model_config, world, results)
         if world.device.type == "cuda":
@@ -181,7 +187,7 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
             torch.cuda.synchronize()
         grad = phase == "update"
         tokens, response = rows[phase] * width, rows[phase] * cfg.memory_response
-        plan = pass_bytes(sizes, tokens, response, TrainSpec.logits_chunk_mib, grad, compute_bytes, world.size)
+        plan = pass_bytes(sizes, tokens, response, TrainSpec.logits_chunk_mib, grad, compute_bytes)
         peak = torch.cuda.max_memory_allocated() - resident if cuda else float("nan")
         results[f"memory_{arch}_{phase}_reserved_peak_gib"] = peak_reserved_gib(world)
         results[f"memory_{arch}_{phase}_gpu_used_gib"] = used_gib(world)
@@ -341,13 +347,24 @@ def start_engines(cfg, directory: Path, world: World, results: dict) -> list:
                 colocated=True,
                 device_index=world.device.index,
                 engine_args={"skip_tokenizer_init": True},
+                max_num_seqs=cfg.max_num_seqs,
                 stop_token_ids=[cfg.model["eos_token_id"]],
             )
         )
         results[f"engine{len(engines)}_start_s"] = time.perf_counter() - t0
         results[f"engine{len(engines)}_kv_cache_tokens"] = kv_cache_tokens(engines[-1])
+    results["engine_kv_cache_tokens_plan"] = planned_kv_cache_tokens(cfg, world)
     results["gpu_used_gib_engines_built_asleep"] = used_gib(world)
     return engines
+
+
+def planned_kv_cache_tokens(cfg, world: World) -> int:
+    """graft.memory's estimate of the KV cache an engine of ``cfg.model`` keeps at its share of this GPU."""
+    from graft.memory import VLLM_MAX_NUM_SEQS, sizes_from_config
+    from graft.memory import kv_cache_tokens as planned
+
+    share = cfg.vllm_memory * torch.cuda.get_device_properties(world.device).total_memory
+    return planned(share, sizes_from_config(cfg.model), 2, cfg.max_num_seqs or VLLM_MAX_NUM_SEQS)
 
 
 def kv_cache_tokens(engine) -> int | None:

@@ -252,7 +252,14 @@ class ScaleSpec:
 
     vllm_memory: float = 0.25
     """Share of a GPU's memory for each model's vLLM engine while it samples (two engines per GPU in a
-    co-training run; both sleep while the models train)."""
+    co-training run; both sleep while the models train): vLLM's ``gpu_memory_utilization``, a fraction of the
+    total memory CUDA reports (``gpu_memory_gb``). The engine's KV cache is what its weights, its profiling peak
+    and its CUDA graphs leave of it; ``graft plan`` prints the tokens that is beside those a rollout needs."""
+
+    vllm_max_num_seqs: int | None = None
+    """Sequences each vLLM engine runs at once (vLLM's ``max_num_seqs``; the rest of a rollout waits its turn), so
+    that its KV cache holds those it runs instead of preempting and recomputing them. None: vLLM's default (1,024
+    on an H100 or H200)."""
 
     vllm_cpu_kv_cache_mib: int = 512
     """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
@@ -268,13 +275,19 @@ class ScaleSpec:
     the paper's scale about 10 GB) and its part of the manifest's hashing, which can take longer than that on a
     slow shared file system."""
 
-    gpu_memory_gb: float = 141.0
-    """Memory of one GPU in GB (141 for an H200): ``graft plan`` refuses a config whose memory plan exceeds it."""
+    gpu_memory_gb: float = 150.75
+    """Memory of one GPU as CUDA reports it (``torch.cuda.get_device_properties(i).total_memory``), in GB of 1e9
+    bytes: 150.75 for an H200 (140.4 GiB; its datasheet says 141 GB). vLLM takes its share of this figure, and
+    ``graft plan`` refuses a config whose memory plan exceeds it."""
 
     def __post_init__(self) -> None:
         for name in ("processes", "nodes", "process_group_timeout_s", "vllm_cpu_kv_cache_mib"):
             if getattr(self, name) < 1:
                 raise FieldError(name, f"{getattr(self, name)} is not allowed; expected an integer >= 1")
+        if self.vllm_max_num_seqs is not None and self.vllm_max_num_seqs < 1:
+            raise FieldError(
+                "vllm_max_num_seqs", f"{self.vllm_max_num_seqs} is not allowed; expected an integer >= 1, or null"
+            )
         if self.engine == "deepspeed" and self.processes < 2:
             raise FieldError("engine", "'deepspeed' needs scale.processes >= 2; one process trains unsharded")
         if self.engine == "deepspeed" and (self.placement == "split" or self.sharding == "hybrid"):

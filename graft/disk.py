@@ -16,10 +16,8 @@ from dataclasses import dataclass
 
 from graft.config import RunConfig
 from graft.job_lengths import problem_count
-from graft.memory import GB, model_sizes, parameters
+from graft.memory import DTYPE_BYTES, GB, model_sizes, parameters
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
-"""Bytes a parameter of a checkpoint's ``from_pretrained`` weights takes in each ``models.<m>.dtype``."""
 RESUME_BYTES_PER_PARAMETER = 12
 """The resume state of one model in one checkpoint: float32 weights and AdamW's two float32 moments (one process's
 ``optimizer.pt`` with the masters, or a sharded run's model and optimizer shards)."""

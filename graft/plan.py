@@ -6,6 +6,7 @@ asks this module for the list, and ``graft plan`` prints it with an estimate of 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,22 @@ from graft.config import RunConfig
 from graft.disk import disk_lines, disk_use
 from graft.errors import ConfigError
 from graft.job_lengths import job_kinds, job_lines, profile_runtimes
-from graft.memory import Phase, cell_phases, model_sizes, shards_per_model
+from graft.memory import (
+    DTYPE_BYTES,
+    GB,
+    VLLM_MAX_NUM_SEQS,
+    Held,
+    Phase,
+    cell_held,
+    cell_phases,
+    engine_share_bytes,
+    group_processes,
+    kv_bytes_per_token,
+    kv_cache_tokens,
+    model_sizes,
+    rollout_kv_tokens,
+    shards_per_model,
+)
 from graft.methods import get_method, group_problem
 from graft.results import ResultsTree, RunDir, replay_cell
 
@@ -95,8 +111,32 @@ def check_engines(cfg: RunConfig, cells: list[TrainingCell]) -> None:
 
 
 def memory_plans(cfg: RunConfig, cells: list[TrainingCell]) -> dict[tuple[str, ...], list[Phase] | None]:
-    """The memory plan of each set of models that some cell trains together (the plan depends on nothing else)."""
-    return {models: cell_phases(cfg, models) for models in dict.fromkeys(c.models for c in cells)}
+    """The memory plan of each set of models that some cell trains together: it depends on the models and on
+    whether a method of theirs keeps a reference model."""
+    return {models: cell_phases(cfg, models, ref) for models, ref in reference_models(cfg, cells).items()}
+
+
+def reference_models(cfg: RunConfig, cells: list[TrainingCell]) -> dict[tuple[str, ...], bool]:
+    """Each set of models trained together, and whether some cell of theirs keeps a frozen reference model (a
+    method with a KL term)."""
+    refs: dict[tuple[str, ...], bool] = {}
+    for c in cells:
+        refs[c.models] = refs.get(c.models, False) or get_method(c.method, cfg.methods).kl_coef > 0
+    return refs
+
+
+def rollout_batches(cfg: RunConfig, cells: list[TrainingCell]) -> dict[str, tuple[int, int]]:
+    """Each model's largest rollout on one engine, as (prompts, samples per prompt): a process samples every
+    ``group_processes``-th prompt of the step's batch, n times each (dynamic sampling's extra draws are batches
+    of the same size, one after another)."""
+    batches: dict[str, tuple[int, int]] = {}
+    for c in cells:
+        prompts = -(-cfg.train.prompts_per_step // group_processes(cfg, c.models))
+        n = get_method(c.method, cfg.methods).n
+        for m in c.models:
+            if prompts * n > math.prod(batches.get(m, (0, 0))):
+                batches[m] = (prompts, n)
+    return batches
 
 
 def check_memory(cfg: RunConfig, cells: list[TrainingCell]) -> None:
@@ -106,15 +146,17 @@ def check_memory(cfg: RunConfig, cells: list[TrainingCell]) -> None:
             if phase.gb > cfg.scale.gpu_memory_gb:
                 raise ConfigError(
                     f"memory: the {phase.name} phase of {' + '.join(models)} needs {phase.gb:.1f} GB per GPU, more "
-                    f"than scale.gpu_memory_gb = {cfg.scale.gpu_memory_gb:g}; lower {phase.setting}"
+                    f"than scale.gpu_memory_gb = {cfg.scale.gpu_memory_gb:g} GB; lower {phase.setting}"
                     + (" or raise scale.processes" if phase.setting != "scale.processes" else "")
                     + (" or scale.nodes" + split_hint(cfg, models))
                 )
 
 
 def split_hint(cfg: RunConfig, models: tuple[str, ...]) -> str:
-    """The split placement as a way to hold co-trained models in less memory per GPU, where it is not in use."""
-    return " or use scale.placement: split" if cfg.scale.placement == "colocated" and len(models) > 1 else ""
+    """The split placement as a way to hold co-trained models in less memory per GPU, where it is not in use and
+    the engine allows it (DeepSpeed shards over the whole job)."""
+    usable = cfg.scale.placement == "colocated" and cfg.scale.engine == "fsdp2" and len(models) > 1
+    return " or use scale.placement: split" if usable else ""
 
 
 def base_seeds(cfg: RunConfig, model: str) -> list[int]:
@@ -197,9 +239,9 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     nodes, GPUs, and over how many GPUs each model is sharded) and each phase's peak per GPU."""
     s = cfg.scale
     lines = [
-        f"placement and memory per GPU (GB; scale.placement: {s.placement}, scale.sharding: {s.sharding}, "
-        f"{s.nodes} node(s) x {s.processes} GPU(s) per job, scale.gpu_memory_gb = {s.gpu_memory_gb:g}; "
-        "graft/memory.py says what each phase holds):"
+        f"placement and memory per GPU (GB of 1e9 bytes; scale.placement: {s.placement}, scale.sharding: "
+        f"{s.sharding}, {s.nodes} node(s) x {s.processes} GPU(s) per job, scale.gpu_memory_gb = {s.gpu_memory_gb:g} "
+        "GB, the total CUDA reports; graft/memory.py says what each phase holds):"
     ]
     names = None
     for models, phases in memory_plans(cfg, cells).items():
@@ -221,7 +263,77 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
             lines.append(f"  {'models':<28}{head}" + "".join(f"{n:>13}" for n in names) + f"{'peak':>9}")
         peak = max(p.gb for p in phases)
         lines.append(f"  {' + '.join(models):<28}{where}" + "".join(f"{p.gb:>13.1f}" for p in phases) + f"{peak:>9.1f}")
+    return lines + held_lines(cfg, cells) + kv_cache_lines(cfg, cells)
+
+
+def held_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
+    """What each GPU holds through every phase, term by term (graft.memory.Held), per set of models."""
+    held = {models: cell_held(cfg, models, ref) for models, ref in reference_models(cfg, cells).items()}
+    known: dict[tuple[str, ...], Held] = {m: h for m, h in held.items() if h is not None}
+    if not known:
+        return []
+    engine = f"DeepSpeed ZeRO-{cfg.scale.zero_stage}" if cfg.scale.engine == "deepspeed" else "FSDP2"
+    columns = ("states", "(grads)", "reference", "contexts", "NCCL", "graphs", "total")
+    lines = [
+        f"held through every phase (GB per GPU): model states under {engine} (of which gradients), reference "
+        "models (a method with a KL term), CUDA contexts (training process and engines), NCCL buffers, the "
+        "engines' CUDA graphs:",
+        f"  {'models':<28}" + "".join(f"{c:>10}" for c in columns),
+    ]
+    for models, h in known.items():
+        values = [f"{v / GB:.1f}" for v in (h.model_states, h.gradients, h.reference, h.contexts, h.nccl)]
+        values[1] = f"({values[1]})"
+        values += [f"{h.engines_asleep / GB:.1f}", f"{h.total / GB:.1f}"]
+        lines.append(f"  {' + '.join(models):<28}" + "".join(f"{v:>10}" for v in values))
     return lines
+
+
+def kv_cache_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
+    """Per model, the KV-cache tokens its vLLM engine keeps at ``scale.vllm_memory`` beside the tokens its largest
+    rollout needs at the mean response (``workflow.mean_response_tokens``, else the maximum) and at the maximum,
+    and a warning where the cache holds fewer than the mean needs. Nothing where the jobs run vLLM's CPU build,
+    whose cache is ``scale.vllm_cpu_kv_cache_mib``."""
+    from graft.engine.vllm import environment_build
+
+    s, t = cfg.scale, cfg.train
+    if s.rollout != "vllm" or environment_build(cfg.workflow.environment) == "cpu":
+        return []
+    cap = s.vllm_max_num_seqs or VLLM_MAX_NUM_SEQS
+    capped_by = "scale.vllm_max_num_seqs" if s.vllm_max_num_seqs else "vLLM's default"
+    mean = cfg.workflow.mean_response_tokens or t.max_response_tokens
+    share = engine_share_bytes(cfg)
+    lines = [
+        f"vLLM engines' KV cache (tokens): scale.vllm_memory {s.vllm_memory:g} of {s.gpu_memory_gb:g} GB = "
+        f"{share / GB:.1f} GB per engine less its weights, vLLM's profiling peak and its CUDA graphs; beside the "
+        f"tokens its largest rollout holds (the prompts a process samples x n, at most {cap:,} sequences at once: "
+        f"{capped_by}) with prompts at train.max_prompt_tokens, shared by their samples, and responses "
+        f"at the mean ({mean:,}) and the maximum ({t.max_response_tokens:,}):",
+        f"  {'model':<28}{'KB/token':>10}{'cache':>12}{'sequences':>18}{'at mean':>12}{'at max':>12}",
+    ]
+    warnings = []
+    known = {m: (model_sizes(cfg, m), batch) for m, batch in rollout_batches(cfg, cells).items()}
+    if all(sizes is None for sizes, _ in known.values()):
+        return []
+    for name, (sizes, (prompts, n)) in known.items():
+        if sizes is None:
+            continue
+        dtype = DTYPE_BYTES[cfg.models[name].dtype]
+        running = min(prompts * n, cap)
+        cache = kv_cache_tokens(share, sizes, dtype, cap)
+        need = rollout_kv_tokens(prompts, running, t.max_prompt_tokens, mean)
+        most = rollout_kv_tokens(prompts, running, t.max_prompt_tokens, t.max_response_tokens)
+        sequences = f"{running:,} of {prompts * n:,}"
+        lines.append(
+            f"  {name:<28}{kv_bytes_per_token(sizes, dtype) / 1e3:>10.1f}{cache:>12,}{sequences:>18}{need:>12,}"
+            f"{most:>12,}"
+        )
+        if cache < need:
+            warnings.append(
+                f"warning: {name}'s engine keeps {cache:,} KV-cache tokens, fewer than the {need:,} its rollout of "
+                f"{running:,} sequences at once needs at the mean response: vLLM preempts and recomputes sequences; "
+                "raise scale.vllm_memory (within the memory plan) or lower scale.vllm_max_num_seqs"
+            )
+    return lines + warnings
 
 
 def model_prompts(cfg: RunConfig) -> dict[str, str]:

@@ -308,6 +308,7 @@ class VLLMRollout:
         stop_token_ids: list[int],
         sync_dir: Path | None = None,
         logprobs: bool = True,
+        max_num_seqs: int | None = None,
     ):
         """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
         tokenizer, as in bench/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
@@ -317,7 +318,7 @@ class VLLMRollout:
         format's turn ends; by itself vLLM would stop only at the EOS of the model's generation config and
         tokenizer. ``sync_dir``: where the weight sync's file goes (graft.engine.weight_sync.sync_directory); None:
         decided at each sync. ``logprobs``: samples carry their tokens' log-probs (training); False for evaluation,
-        which reads none."""
+        which reads none. ``max_num_seqs``: sequences the engine runs at once (None: vLLM's default)."""
         from vllm import LLM
         from vllm.platforms import current_platform
 
@@ -369,6 +370,7 @@ class VLLMRollout:
                 enable_prefix_caching=True,
                 trust_remote_code=False,
                 seed=0,
+                max_num_seqs=max_num_seqs,
                 **memory,
                 **chunking,
                 **(engine_args or {}),

@@ -85,6 +85,7 @@ def rollout_backend(name: str, cfg: RunConfig, policy: Policy, world: World) -> 
             gpu_memory_utilization=scale.vllm_memory,
             colocated=True,
             device_index=world.device.index,
+            max_num_seqs=scale.vllm_max_num_seqs,
             cpu_kv_cache_mib=scale.vllm_cpu_kv_cache_mib,
             stop_token_ids=policy.stop_token_ids,
             sync_dir=sync_dir,

@@ -39,6 +39,7 @@ class EngineArgs:
     kv_cache_memory_bytes: int = 0
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
+    max_num_seqs: int = 0
 """,
     "v1/engine/core_client.py": """
 class EngineCoreClient:
