@@ -24,12 +24,19 @@ class ModelSizes:
     model is not downloaded (the plan reads config.json when it is)."""
 
     layers: int
+    """Decoder blocks (``num_hidden_layers``)."""
     hidden: int
+    """Width of the residual stream (``hidden_size``)."""
     intermediate: int
+    """Width of each block's gated MLP (``intermediate_size``)."""
     heads: int
+    """Attention query heads (``num_attention_heads``)."""
     kv_heads: int
+    """Attention key and value heads (``num_key_value_heads``); fewer than ``heads`` under grouped-query attention."""
     head_dim: int
+    """Width of one attention head (``head_dim``)."""
     vocab: int
+    """Tokens in the vocabulary (``vocab_size``)."""
     tied: bool = True
     """The output projection is the input embedding (one [vocab, hidden] matrix)."""
 
@@ -112,15 +119,22 @@ class TrainSpec:
     """AdamW learning rate, constant."""
 
     beta1: float = 0.9
+    """AdamW's decay of the gradient's running mean."""
     beta2: float = 0.999
+    """AdamW's decay of the squared gradient's running mean."""
     weight_decay: float = 0.01
+    """AdamW's decoupled weight decay."""
     grad_clip: float = 1.0
     """Maximum gradient norm."""
 
     max_prompt_tokens: int = 2048
+    """Longest prompt, in the model's tokens; a longer one is refused when the prompts are read."""
     max_response_tokens: int = 4096
+    """Longest sampled response, in tokens; a response that reaches it is truncated and counted as such."""
     temperature: float = 1.0
+    """Sampling temperature of the rollouts; log-probs are those of the logits divided by it."""
     top_p: float = 1.0
+    """Nucleus sampling's probability mass of the rollouts; 1 samples from the whole distribution."""
 
     checkpoint_every: int = 5
     """Save model, optimizer, sampler position and RNG states every this many steps (and at the end)."""
@@ -336,7 +350,9 @@ class EvalSpec:
     k: int = 8
     """Samples per problem; pass@1 is the mean over samples, then problems."""
     temperature: float = 0.6
+    """Sampling temperature of the evaluation (0.6 in the paper's Appendix B)."""
     top_p: float = 0.95
+    """Nucleus sampling's probability mass of the evaluation (0.95 in the paper)."""
     max_response_tokens: int | None = None
     """None: the training limit."""
     selection_runs: int = 0
@@ -517,16 +533,23 @@ class ToyModelSpec:
     arch: Literal["smollm3", "qwen3", "gpt2", "llama"]
     """llama: a plain Llama decoder, as OctoThinker-3B is (config/rehearsal.yaml; the default's octo is GPT-2)."""
     pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
+    """How text is split before the BPE merges: GPT-2's regular expression, runs of digits, or words at spaces."""
     vocab_size: int
+    """Tokens in the model's BPE vocabulary, trained on the toy's texts."""
     hidden: int
+    """Width of the residual stream."""
     layers: int
+    """Decoder blocks."""
     heads: int
+    """Attention heads; ``hidden`` must be a multiple of it."""
     mix: dict[str, float]
     """Share of each task family in the warm-up examples: the model's skill profile."""
     steps: int
     """Warm-up optimizer steps."""
     lr: float = 3e-3
+    """Learning rate of the warm-up (AdamW)."""
     batch_size: int = 64
+    """Warm-up examples per optimizer step."""
     micro_batches: int = 1
     """Forward passes each warm-up batch is cut into, its examples sorted by length so that each pass pads less:
     the same loss and gradient (up to float rounding), about 10% faster at 2 (bench/budget_probe.py)."""
@@ -559,12 +582,15 @@ class ToySpec:
     """The synthetic task and the tiny models of the embedded default."""
 
     models: dict[str, ToyModelSpec]
+    """The toy models by name, each built from scratch and warmed up on its own mix of families."""
     families: list[ToyFamily] = field(default_factory=lambda: list(DEFAULT_TOY_FAMILIES))
     """The task families of this world, one toy benchmark each."""
     seed: int = 0
+    """The toy world's seed: its problems, tokenizers, weights and warm-ups (a toy seed)."""
     test_per_family: int = 64
     """Problems per family in the test split (the toy's benchmarks)."""
     validation_per_family: int = 16
+    """Problems per family in the validation split, for checkpoint selection and settings chosen on it."""
     train_per_family: int = 400
     """RL prompts per family, drawn from the train split."""
     level2_share: float = 0.0
@@ -615,11 +641,16 @@ class RunConfig:
     """Directory that receives every output of this configuration."""
 
     models: dict[str, ModelSpec]
+    """The policies by name: each a local model directory and its prompt format."""
     data: DataSpec
+    """The training prompts."""
     train: TrainSpec
+    """The RL run's settings: steps, batches, optimizer, lengths and checkpoints."""
     reward: RewardSpec = field(default_factory=RewardSpec)
+    """How responses are graded."""
     methods: dict[str, Any] = field(default_factory=dict)
-    """User presets: name -> {base: <preset>, <switch>: <value>}."""
+    """User presets: name -> {base: <preset>, <switch>: <value>}; each is resolved and its switches checked when
+    the config loads."""
 
     pairs: dict[str, list[str]] = field(default_factory=dict)
     """Named model pairs for co-training, e.g. P1: [smollm3, qwen3]."""
@@ -632,11 +663,16 @@ class RunConfig:
     """The toy world's build settings; None for real models."""
 
     scale: ScaleSpec = field(default_factory=ScaleSpec)
+    """How a training job uses its nodes: processes, placement, sharding, rollout engine."""
 
     eval: EvalSpec | None = None
+    """How checkpoints are evaluated; None: no evaluation."""
     workflow: WorkflowSpec = field(default_factory=WorkflowSpec)
+    """What the Snakemake workflow runs: methods, seeds, job sizes and environments."""
     report: ReportSpec = field(default_factory=ReportSpec)
+    """How the report selects checkpoints and compares cells."""
     logging: LoggingSpec = field(default_factory=LoggingSpec)
+    """Where metrics go besides the JSON Lines file (TensorBoard, W&B)."""
 
     def eval_response_tokens(self) -> int:
         """The most tokens an evaluation generates per response: eval.max_response_tokens, else training's."""
@@ -671,8 +707,9 @@ class RunConfig:
                 raise ConfigError(f"groups.{group}: the name of a pair or model; a group needs its own")
             self._check_members(f"groups.{group}", members)
         w = self.workflow
-        from graft.methods import PRESETS
+        from graft.methods import PRESETS, resolve_all
 
+        resolve_all(self.methods)  # each user preset typed now, with the one-line errors of the other sections
         for field_name in ("grpo", "pair_methods", "group_methods", "ablations"):
             for name in getattr(w, field_name):
                 if name not in PRESETS and name not in self.methods:

@@ -25,7 +25,7 @@ SCHEMA_PATH = "workflow/schemas/config.schema.yaml"
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring (the string literal under it in the class body), first sentence, one line."""
+    """Each field's docstring (the string literal under it in the class body), whole, on one line."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body
     docs = {}
@@ -37,8 +37,7 @@ def field_docs(cls: type) -> dict[str, str]:
             and isinstance(after.value, ast.Constant)
             and isinstance(after.value.value, str)
         ):
-            text = " ".join(after.value.value.split())
-            docs[node.target.id] = text.split(". ")[0].rstrip(".")
+            docs[node.target.id] = " ".join(after.value.value.split())
     return docs
 
 
@@ -83,7 +82,7 @@ def section_schema(cls: type) -> dict:
         properties[f.name] = schema
     schema: dict = {"type": "object"}
     if cls.__doc__ and cls is not RunConfig:
-        schema["description"] = " ".join(cls.__doc__.split()).split(". ")[0].rstrip(".")
+        schema["description"] = " ".join(cls.__doc__.split())
     schema["properties"] = properties
     required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if required:

@@ -62,3 +62,34 @@ def test_config_imports_no_layer_above_it():
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module.startswith("graft")
     }
     assert imported <= {"graft.errors", "graft.typed_config", "graft.methods"}, imported
+
+
+def _properties(schema: dict, where: str = ""):
+    """Every property of the schema, nested sections and the values of mappings included, with its path."""
+    for name, prop in schema.get("properties", {}).items():
+        yield f"{where}{name}", prop
+        yield from _properties(prop, f"{where}{name}.")
+        for inner in ("additionalProperties", "items"):
+            if isinstance(prop.get(inner), dict):
+                yield from _properties(prop[inner], f"{where}{name}.*.")
+
+
+def test_every_property_is_described_in_full_sentences():
+    """Each field's whole docstring, not its first sentence cut at a full stop (which cut "e.g." short)."""
+    schema = yaml.safe_load(render())
+    found = list(_properties(schema))
+    assert len(found) > 100
+    undescribed = [path for path, prop in found if not prop.get("description")]
+    assert undescribed == []
+    cut = [path for path, prop in found if prop["description"].endswith(("e.g", "i.e"))]
+    assert cut == []
+
+
+def test_a_user_preset_with_a_bad_switch_is_refused_when_the_config_loads():
+    from graft.config import config_from_dict
+    from graft.errors import ConfigError
+
+    data = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    data["methods"] = {"graft_bad": {"base": "graft", "delta": "high"}}
+    with pytest.raises(ConfigError, match=r"methods\.graft_bad"):
+        config_from_dict(data)
