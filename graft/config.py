@@ -223,6 +223,13 @@ class TrainSpec:
             raise FieldError("dual_clip", f"{self.dual_clip} is not allowed; expected a number > 1, or null")
 
 
+def model_groups(placement: str, models: int) -> int:
+    """How many groups a run's ``models`` models cut the job's processes into: one per model under the split
+    placement, one otherwise (and for a run of one model, which has nothing to split). The one home of the split
+    placement's rule: placement, the memory plan and ``graft plan`` read it."""
+    return models if placement == "split" and models > 1 else 1
+
+
 @dataclass(frozen=True)
 class ScaleSpec:
     """How a training job uses its node (docs/design.md section 8). The CPU default is one process with the
@@ -319,7 +326,7 @@ class ScaleSpec:
         """Why the split placement cannot give each of a run's ``models`` models an equal share of the job's
         processes, or None (also for ``colocated`` and a run of one model)."""
         total = self.processes * self.nodes
-        if self.placement == "split" and models > 1 and total % models:
+        if model_groups(self.placement, models) > 1 and total % models:
             return (
                 f"scale.placement: 'split' gives each of a run's {models} models an equal share of its {total} "
                 f"processes ({self.nodes} node(s) x {self.processes}); expected a multiple of {models}"

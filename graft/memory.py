@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from graft.config import ModelSizes, RunConfig
+from graft.config import ModelSizes, RunConfig, model_groups
 from graft.engine.logprobs import chunk_positions
 
 GB = 1e9
@@ -276,8 +276,7 @@ def group_processes(cfg: RunConfig, models: tuple[str, ...]) -> int:
     """How many processes hold each of the cell's models and share its prompts: all of the job's (colocated), or
     its own group's (split, one group per model)."""
     scale = cfg.scale
-    groups = len(models) if scale.placement == "split" and len(models) > 1 else 1
-    return scale.processes * scale.nodes // groups
+    return scale.processes * scale.nodes // model_groups(scale.placement, len(models))
 
 
 def shards_per_model(cfg: RunConfig, models: tuple[str, ...]) -> int:
@@ -294,7 +293,7 @@ def nccl_communicators(cfg: RunConfig, models: tuple[str, ...]) -> int:
     scale = cfg.scale
     if scale.processes * scale.nodes == 1:
         return 0
-    split = scale.placement == "split" and len(models) > 1
+    split = model_groups(scale.placement, len(models)) > 1
     hybrid = scale.sharding == "hybrid" and group_processes(cfg, models) > scale.processes
     return 1 + split + (2 if hybrid else int(split)) + (scale.engine == "deepspeed")
 
@@ -306,7 +305,7 @@ def cell_held(cfg: RunConfig, models: tuple[str, ...], reference: bool = False) 
     if any(s is None for s in sizes.values()):
         return None
     p = shards_per_model(cfg, models)
-    if cfg.scale.placement == "split" and len(models) > 1:
+    if model_groups(cfg.scale.placement, len(models)) > 1:
         return max((_held(cfg, {m: s}, p, reference, models) for m, s in sizes.items()), key=lambda h: h.total)
     return _held(cfg, sizes, p, reference, models)
 
@@ -344,7 +343,7 @@ def cell_phases(cfg: RunConfig, models: tuple[str, ...], reference: bool = False
     if any(s is None for s in sizes.values()):
         return None
     p = shards_per_model(cfg, models)
-    if cfg.scale.placement == "split" and len(models) > 1:
+    if model_groups(cfg.scale.placement, len(models)) > 1:
         alone = [_phases(cfg, {m: s}, p, reference, models) for m, s in sizes.items()]
         return [max(phase, key=lambda ph: ph.gb) for phase in zip(*alone, strict=True)]
     return _phases(cfg, sizes, p, reference, models)

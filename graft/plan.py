@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from graft.config import RunConfig
+from graft.config import RunConfig, model_groups
 from graft.disk import disk_lines, disk_use
 from graft.errors import ConfigError
 from graft.job_lengths import job_kinds, job_lines, profile_runtimes
@@ -245,7 +245,7 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     ]
     names = None
     for models, phases in memory_plans(cfg, cells).items():
-        split = s.placement == "split" and len(models) > 1
+        split = model_groups(s.placement, len(models)) > 1
         where = (
             f"{'split' if split else 'colocated':<10}{s.nodes:>6}{s.nodes * s.processes:>6}"
             f"{shards_per_model(cfg, models):>8}"

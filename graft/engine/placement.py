@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import torch.distributed as dist
 
+from graft.config import model_groups
 from graft.engine.distributed import World
 from graft.errors import ConfigError
 
@@ -46,7 +47,7 @@ def place(models: list[str], world: World, placement: str, node_processes: int, 
     first process on a node (where a rollout engine's weights are written once per node)."""
     if not world.distributed:
         return Placement(world, {m: world for m in models}, {m: 1 for m in models}, False)
-    count = len(models) if placement == "split" and len(models) > 1 else 1
+    count = model_groups(placement, len(models))
     if world.size % count:
         raise ConfigError(
             f"scale.placement: 'split' gives each of the run's {count} models an equal share of the job's "
