@@ -123,3 +123,76 @@ for file in "$local_results/runs/$cell"/checkpoints/step_*/*/model.safetensors; 
     weights=$((weights + 1))
 done
 echo "the two-task job's checkpoints: $weights weight files identical to the one-process run's"
+
+# Training jobs that Slurm stops: its sbatch asks for SIGURG 300 s before the time limit (the executor plugin's
+# slurm_extra, as the Slurm profiles set it), and preemption sends SIGTERM to the job's steps (as `scancel
+# --signal=TERM` does); either way the trainer finishes or drops its step, saves and exits, and Snakemake's retry
+# resumes the run. On a copy of the Slurm run's tree without one GRAFT cell, that cell trains 20 steps
+# (checkpoint_every 20, so that a stop's checkpoint is an interim one). Its first job is warned: once it trains, its
+# trainer is paused and the job's limit cut to 5 minutes, within the warning; Slurm sends the warning at its next
+# check of the limits (every 30 s), with a SIGCONT before it, so that it lands mid-run on a machine of any speed. The
+# retry is sent SIGTERM once it has trained a step; the third job ends the run, which must have the metrics,
+# trajectories and weights of the same cell trained here without a stop. About 140 s on a busy 2-core machine.
+stopped="$scratch/slurm_stopped"
+unstopped="$scratch/unstopped"
+cell=graft/P1/seed0
+echo "[slurm smoke] $SECONDS s: training jobs stopped by Slurm's warning before the time limit and by SIGTERM"
+cp -a "$slurm_results" "$stopped"
+rm -rf "$stopped/runs/$cell"
+cp -a "$stopped" "$unstopped"
+python3 - "$scratch/twenty_steps.yaml" <<'PY'
+import sys
+
+import yaml
+
+config = yaml.safe_load(open("config/smoke.yaml"))
+config["train"].update(steps=20, checkpoint_every=20)
+open(sys.argv[1], "w").write(yaml.safe_dump(config, sort_keys=False))
+PY
+timeout -s KILL 900 snakemake "$unstopped/runs/$cell/done.json" --cores 2 --configfile "$scratch/twenty_steps.yaml" \
+    --config results="$unstopped" >"$scratch/unstopped.log" 2>&1 &
+reference=$!
+timeout -s KILL 900 snakemake "$stopped/runs/$cell/done.json" --profile workflow/profiles/slurm-ci --retries 2 \
+    --configfile "$scratch/twenty_steps.yaml" --config results="$stopped" \
+    --set-resources "train:slurm_extra='--signal=URG@300'" >"$scratch/stopped.log" 2>&1 &
+workflow=$!
+
+# The pid of the trainer of running Slurm job $1, paused (SIGSTOP) once the run has more than $2 metric rows.
+paused_trainer() {
+    for _ in $(seq 3000); do
+        [ "$(cat "$stopped/runs/$cell/metrics.jsonl" 2>/dev/null | wc -l)" -gt "$2" ] && break
+        sleep 0.1
+    done
+    # the oldest match: a child the trainer forks shares its command line until it execs
+    local pid
+    pid=$(pgrep -o -f "^[^ ]*python[^ ]* [^ ]*graft train .* --out $stopped/runs/$cell " || true)
+    [ -n "$pid" ] || { echo "no trainer of job $1 found" >&2; tail -30 "$scratch/stopped.log" >&2; return 1; }
+    kill -STOP "$pid"
+    echo "$pid"
+}
+
+# Wait for Slurm job $1 to end, then keep its training log as $2 (before a retry writes its own) and show its stop.
+stopped_log() {
+    while squeue -h -j "$1" -t R,CG 2>/dev/null | grep -q .; do sleep 0.1; done
+    cp "$stopped/logs/train/$cell.log" "$2"
+    grep '"event": "stopped"' "$2" || { echo "job $1 did not stop"; tail "$2"; return 1; }
+}
+
+job=$(running_job train)
+[ -n "$job" ] || { echo "no running training job to warn"; tail -30 "$scratch/stopped.log"; exit 1; }
+trainer=$(paused_trainer "$job" 0)
+scontrol update JobId="$job" TimeLimit=5
+stopped_log "$job" "$scratch/warned.log"
+job=$(running_job train)
+[ -n "$job" ] || { echo "no retry of the warned job"; tail -30 "$scratch/stopped.log"; exit 1; }
+trainer=$(paused_trainer "$job" "$(wc -l <"$stopped/runs/$cell/metrics.jsonl")")
+scancel --signal=TERM "$job"
+kill -CONT "$trainer"
+stopped_log "$job" "$scratch/terminated.log"
+wait "$workflow" || { tail -50 "$scratch/stopped.log"; exit 1; }
+wait "$reference" || { tail -50 "$scratch/unstopped.log"; exit 1; }
+grep -q "stopped by SIGURG" "$scratch/warned.log" && grep -q "stopped by SIGTERM" "$scratch/terminated.log" || {
+    echo "the jobs stopped on other signals than Slurm's warning and SIGTERM"; exit 1; }
+trained=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/stopped.log" || true)
+[ "$trained" -eq 3 ] || { echo "expected the warned job, the terminated retry and a third job, got $trained"; exit 1; }
+python3 .ci/compare_results.py --everything "$unstopped" "$stopped"

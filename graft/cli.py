@@ -70,6 +70,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from graft.engine.distributed import close_world, init_world
     from graft.train.request import TrainRequest
+    from graft.train.stop import EXIT_CODE, TrainingStopped
     from graft.train.trainer import Trainer
 
     config = load_config(args.config)
@@ -89,6 +90,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     world = init_world(config.scale.process_group_timeout_s)
     try:
         Trainer(request, world).run(log=lambda fields: _log_event("step", **fields))
+    except TrainingStopped as stopped:
+        if world.is_main:
+            _log_event("stopped", reason=str(stopped), next_step=stopped.next_step)
+        close_world(world)  # every process stopped after the same collective save
+        return EXIT_CODE
     except BaseException:
         close_world(world, wait=False)
         raise

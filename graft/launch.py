@@ -1,11 +1,14 @@
 """How a training job starts its processes (docs/design.md section 8).
 
-One process: ``graft``. One node: ``torchrun --standalone`` with ``scale.processes`` processes. Several nodes
-(``scale.nodes`` > 1, under Slurm): ``srun`` starts one task per node and each task runs this module, which
-starts that node's ``torchrun``; the torchruns meet by c10d rendezvous on the job's first node (its TCP store
-on a port derived from the Slurm job id, so two jobs sharing a node do not collide) and number the nodes among
-themselves. ``python -m graft.launch --nodes N --processes P -- train ...`` outside a Slurm job says so in one
-line and starts nothing.
+One process: ``graft``. Several on one node: this module runs ``torchrun --standalone`` with ``scale.processes``
+processes. Several nodes (``scale.nodes`` > 1, under Slurm): ``srun`` starts one task per node, with the CPUs each
+task was given (since Slurm 22.05 ``srun`` no longer takes them from the job), and each task runs this module,
+which starts that node's ``torchrun``; the torchruns meet by c10d rendezvous at the job's first node, whose task
+says that it hosts the rendezvous store (rather than each guessing from host names), on a port derived from the
+Slurm job id (so two jobs sharing a node do not collide), and number the nodes among themselves. ``python -m
+graft.launch --nodes N --processes P -- train ...`` with N > 1 outside a Slurm job says so in one line and starts
+nothing. Either torchrun lets its processes save for ``STOP_GRACE_S`` after passing them SIGTERM
+(graft.train.stop).
 """
 
 from __future__ import annotations
@@ -17,19 +20,31 @@ import sys
 
 from graft.config import ScaleSpec
 
-RENDEZVOUS_PORTS = (29500, 20000)
-"""The first port and how many: a job's rendezvous port is the first plus its job id modulo the count."""
+RENDEZVOUS_PORTS = (20000, 12000)
+"""The first port and how many (20000-31999): a job's rendezvous port is the first plus its job id modulo the count.
+All lie below Linux's default ephemeral range (32768-60999, ``/proc/sys/net/ipv4/ip_local_port_range``), from which
+the kernel takes the local ports of outgoing connections, so no connection on the first node holds the port by
+chance when the store binds it."""
+
+STOP_GRACE_S = 600
+"""How long torchrun waits for its processes to save and exit after it has passed them SIGTERM before it kills them
+(torch's default, 30 s, is short of a checkpoint at the paper's scale; ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` in the
+environment overrides it). Slurm's own grace after a SIGTERM (a partition's GraceTime, KillWait) bounds it too."""
 
 
-def train_launcher(scale: ScaleSpec) -> str:
-    """The command that stands for ``graft`` in a training job's shell command."""
+def train_launcher(scale: ScaleSpec, cpus_per_task: int = 1, allocated_nodes: int | None = None) -> str:
+    """The command that stands for ``graft`` in a training job's shell command. ``cpus_per_task``: the CPUs Slurm
+    gave each of the job's tasks; ``allocated_nodes``: the job's nodes (``scale.nodes`` unless a test packs the
+    tasks onto fewer). Both matter only with several nodes."""
     if scale.nodes > 1:
+        nodes = allocated_nodes or scale.nodes
         return (
-            f"srun --ntasks {scale.nodes} --kill-on-bad-exit=1 python -m graft.launch "
-            f"--nodes {scale.nodes} --processes {scale.processes} --"
+            f"srun --nodes {nodes} --ntasks {scale.nodes} --ntasks-per-node {-(-scale.nodes // nodes)} "
+            f"--cpus-per-task {cpus_per_task} --kill-on-bad-exit=1 "
+            f"python -m graft.launch --nodes {scale.nodes} --processes {scale.processes} --"
         )
     if scale.processes > 1:
-        return f"torchrun --standalone --nproc-per-node {scale.processes} -m graft.cli"
+        return f"python -m graft.launch --nodes 1 --processes {scale.processes} --"
     return "graft"
 
 
@@ -39,19 +54,33 @@ def first_node(nodelist: str) -> str:
     return out.stdout.split()[0]
 
 
-def torchrun_command(nodes: int, processes: int, head: str, job_id: str, args: list[str]) -> list[str]:
-    """One node's torchrun of a multi-node job: c10d rendezvous at ``head``, the job id as the rendezvous id."""
+def rendezvous_port(job_id: str) -> int:
+    """The c10d rendezvous port of a Slurm job (``RENDEZVOUS_PORTS``)."""
     first, count = RENDEZVOUS_PORTS
-    port = first + int(job_id) % count
+    return first + int(job_id) % count
+
+
+def torchrun_command(
+    nodes: int, processes: int, args: list[str], head: str = "", job_id: str = "", is_host: bool = False
+) -> list[str]:
+    """One node's torchrun: standalone on a single node; of a multi-node job, c10d rendezvous at ``head`` with the
+    job id as the rendezvous id, ``is_host`` on the node whose task hosts the store."""
+    if nodes == 1:
+        rendezvous = ["--standalone"]
+    else:
+        rendezvous = [
+            f"--nnodes={nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={head}:{rendezvous_port(job_id)}",
+            f"--rdzv-id={job_id}",
+            f"--rdzv-conf=is_host={int(is_host)}",
+        ]
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        f"--nnodes={nodes}",
+        *rendezvous,
         f"--nproc-per-node={processes}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={head}:{port}",
-        f"--rdzv-id={job_id}",
         "-m",
         "graft.cli",
         *args,
@@ -59,21 +88,26 @@ def torchrun_command(nodes: int, processes: int, head: str, job_id: str, args: l
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="One node's torchrun of a multi-node training job (under srun).")
+    parser = argparse.ArgumentParser(description="A node's torchrun of a training job (under srun with several).")
     parser.add_argument("--nodes", type=int, required=True)
     parser.add_argument("--processes", type=int, required=True)
     parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the graft command, e.g. -- train ...")
     ns = parser.parse_args(argv)
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    job_id, nodelist = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_JOB_NODELIST")
-    if not job_id or not nodelist:
+    os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(STOP_GRACE_S))
+    if ns.nodes == 1:
+        command = torchrun_command(1, ns.processes, args)
+        os.execv(command[0], command)
+    job_id, nodelist, task = (os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_PROCID"))
+    if not job_id or not nodelist or task is None:
         print(
-            f"graft.launch: scale.nodes: {ns.nodes} needs a Slurm job (srun sets SLURM_JOB_ID and "
-            "SLURM_JOB_NODELIST); run it through the Slurm profile, or set scale.nodes: 1",
+            f"graft.launch: scale.nodes: {ns.nodes} needs a Slurm job step (srun sets SLURM_JOB_ID, "
+            "SLURM_JOB_NODELIST and SLURM_PROCID); run it through the Slurm profile, or set scale.nodes: 1",
             file=sys.stderr,
         )
         raise SystemExit(2)
-    command = torchrun_command(ns.nodes, ns.processes, first_node(nodelist), job_id, args)
+    # srun puts task 0 on the job's first node: that task hosts the store the others reach there
+    command = torchrun_command(ns.nodes, ns.processes, args, first_node(nodelist), job_id, is_host=task == "0")
     os.execv(command[0], command)
 
 

@@ -21,11 +21,18 @@ rule train:
         evaluate=lambda wc, output: (
             f"--eval-dir {output.evals}" if EVAL_IN_TRAIN else ""
         ),
-        launcher=train_launcher(CFG.scale),
+        # several nodes: srun asks for the CPUs each task has (Snakemake's default: the rule's threads)
+        launcher=lambda wc, resources, threads: train_launcher(
+            CFG.scale,
+            resources.get("cpus_per_task") or threads,
+            resources.get("nodes"),
+        ),
         threads_each=lambda wc, threads: max(1, threads // CFG.scale.processes),
         settings=lambda wc: train_settings()
         + (eval_settings() if EVAL_IN_TRAIN else ""),
     shell:
-        "{params.launcher} train --config {input.config} --method {wildcards.method} --models {params.models}"
+        # On SIGTERM (preemption) the trainer saves before it exits: the shell waits for it instead of ending first,
+        # which would end the Slurm job step and kill the trainer mid-save.
+        "trap : TERM; {params.launcher} train --config {input.config} --method {wildcards.method} --models {params.models}"
         " --seed {wildcards.seed} --out {params.out} --resume --threads {params.threads_each} {params.archive} {params.evaluate}"
         " 2> {log}"

@@ -1,7 +1,8 @@
 """Checkpoints of a training run: save, find the newest resumable one, restore, prune.
 
 Checkpoints are saved every ``train.checkpoint_every`` steps and, with ``train.checkpoint_minutes``, also by wall
-time in between (``checkpoints/interim``: resumable, never evaluated, only the newest kept). A checkpoint holds
+time in between, and when a stop signal ends the run early (graft.train.stop) (``checkpoints/interim``:
+resumable, never evaluated, only the newest kept). A checkpoint holds
 each model as a ``from_pretrained`` directory (what evaluation reads), and in the newest
 ``train.resumable_checkpoints`` ones also the state a resume needs: the optimizer (``optimizer.pt``, or a sharded
 run's model and optimizer shards under ``sharded/``), the HACPO capability trackers and the RNG states
@@ -55,7 +56,8 @@ def resume_state(ckpt: Path, model: str) -> tuple[Path, Path]:
     return ckpt / model / "optimizer.pt", ckpt / model / "sharded"
 
 
-def _rng_state() -> dict:
+def rng_state() -> dict:
+    """The random generators' states a checkpoint keeps (torch's CPU generator, Python's, NumPy's)."""
     py = random.getstate()
     return {
         "torch_rng": torch.get_rng_state().tolist(),
@@ -64,7 +66,7 @@ def _rng_state() -> dict:
     }
 
 
-def _set_rng_state(state: dict) -> None:
+def set_rng_state(state: dict) -> None:
     torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
     version, internal, gauss = state["python_rng"]
     random.setstate((version, tuple(internal), gauss))
@@ -137,14 +139,14 @@ def save(
     model_processes: dict[str, int],
     keep_resumable: int = 2,
     interim: bool = False,
-) -> None:
+) -> Path:
     """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``;
-    ``interim``: a checkpoint saved by wall time, which replaces the previous interim one. Every interim
-    checkpoint older than a new checkpoint goes. ``learners``: this process's models (each saved by the processes
-    it is sharded over); ``world``: the whole job; ``dtypes``: each model's configured dtype, in which a sharded
-    run exports its float32 master weights; ``capabilities``: every model's HACPO tracker; ``model_processes``:
-    how many processes each model is sharded over (the placement's), so that a resume can tell a sharded model from
-    a whole one."""
+    ``interim``: a checkpoint saved by wall time or on a stop signal, which replaces the previous interim one.
+    Every interim checkpoint older than a new checkpoint goes. ``learners``: this process's models (each saved by
+    the processes it is sharded over); ``world``: the whole job; ``dtypes``: each model's configured dtype, in which
+    a sharded run exports its float32 master weights; ``capabilities``: every model's HACPO tracker;
+    ``model_processes``: how many processes each model is sharded over (the placement's), so that a resume can tell
+    a sharded model from a whole one. Returns the checkpoint's directory."""
     final = run.interim_root / step_name(next_step) if interim else run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
@@ -176,7 +178,7 @@ def save(
             "model_processes": model_processes,
             "engine": _engine(learners),
             "capability": {name: tracker.state_dict() for name, tracker in capabilities.items()},
-            **_rng_state(),
+            **rng_state(),
         }
         (tmp / "state.json").write_text(json.dumps(state))
     world.barrier()  # every process's shards are on disk before the manifest lists them
@@ -189,6 +191,7 @@ def save(
         if not interim:
             remove_resume_state(run.checkpoints()[:-keep_resumable], list(capabilities))
     world.barrier()
+    return final
 
 
 def _cast(weights: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -327,7 +330,7 @@ def restore(
             learner.sync_rollout()
     for name, tracker in capabilities.items():
         tracker.load_state_dict(state["capability"][name])
-    _set_rng_state(state)
+    set_rng_state(state)
     return state["next_step"]
 
 

@@ -41,7 +41,18 @@ from graft.train.lock import RunLock
 from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
 from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
+from graft.train.stop import StopRequests, TrainingStopped
 from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
+
+
+class _StepAbandoned(Exception):
+    """A stop agreed before the step's first update: the step is dropped and the state it started from saved."""
+
+
+def job_gpus(world: World) -> int:
+    """The job's GPUs: one per process of the whole job, on every node (torchrun starts one process per GPU); none
+    on the CPU."""
+    return world.size if world.device.type == "cuda" else 0
 
 
 class Trainer:
@@ -69,6 +80,7 @@ class Trainer:
         self.peer = self._peer()
         self.scoring = ScoringSettings.from_train(self.cfg.train)
         self.start_step = 0
+        self.stops = StopRequests()
 
     def _peer(self) -> NoPeer | LivePair | LiveGroup | ArchivePeer:
         if self.method.peer == "live":
@@ -110,6 +122,10 @@ class Trainer:
                 write_step(records[name], self.run_dir.trajectories(name))
             self.capabilities[name].update(infos[name]["reward_mean"])
         views = self.peer.views(step, batch, records, self.capabilities)
+        # the last point before the models change; the helper processes (grading pool, vLLM engines) are done, so a
+        # SIGTERM that reached them too cannot have spoilt a step that goes on
+        if self._any_process(self.stops.received is not None)[0]:
+            raise _StepAbandoned
         rows = []
         for learner in self.learners:
             view, info = views.get(learner.name), infos[learner.name]
@@ -136,7 +152,7 @@ class Trainer:
             by_model = {row["model"]: row for part in self.world.gather(mine) for row in part}
             rows = [by_model[name] for name in self.req.models]
         step_time = time.perf_counter() - t_step
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        gpus = job_gpus(self.world)
         return [{**row, "step_time_s": step_time, "gpu_hours": step_time * gpus / 3600} for row in rows]
 
     def _publish(self, records: dict, infos: dict, batches: dict) -> int:
@@ -289,28 +305,9 @@ class Trainer:
             # what decides the CPU float bits (graft.numerics), beside what decides the run
             record = {**meta, "numerics": numerics_record()}
             run.run_json.write_text(json.dumps(record, indent=2) + "\n")
-        every, minutes = self.cfg.train.checkpoint_every, self.cfg.train.checkpoint_minutes
-        keep = self.cfg.train.resumable_checkpoints
-        last_save = time.monotonic()
-        dtypes = {name: self.cfg.models[name].dtype for name in self.req.models}
-        save = lambda next_step, interim: checkpoint.save(  # noqa: E731
-            run, next_step, self.learners, self.world, dtypes, self.capabilities, self.placement.sizes, keep, interim
-        )
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
-            for step in range(self.start_step, self.req.steps):
-                rows = self.step(step)
-                if main:
-                    with run.metrics.open("a") as handle:
-                        handle.writelines(json.dumps(row) + "\n" for row in rows)
-                    tracker.log(step, rows)
-                    log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
-                if (step + 1) % every == 0 or step + 1 == self.req.steps:
-                    save(step + 1, interim=False)
-                    last_save = time.monotonic()
-                elif minutes is not None and self._time_to_save(last_save, minutes):
-                    save(step + 1, interim=True)
-                    last_save = time.monotonic()
+            self._train_steps(log, tracker)
             if self.req.eval_dir is not None:
                 from graft.eval.evaluate import Evaluator, evaluate_run
 
@@ -328,10 +325,50 @@ class Trainer:
         self.world.barrier()
         return run.metrics
 
-    def _time_to_save(self, last_save: float, minutes: float) -> bool:
-        """Whether ``minutes`` of wall time have passed since the last save, on any process (all then save)."""
-        due = time.monotonic() - last_save >= minutes * 60
-        return self.world.sum([float(due)])[0] > 0 if self.world.distributed else due
+    def _train_steps(self, log, tracker: Tracker | None) -> None:
+        """The steps from ``start_step`` on, with their metrics and checkpoints: every ``train.checkpoint_every``
+        steps, by wall time (``train.checkpoint_minutes``) and on a stop signal (graft.train.stop), after which
+        ``TrainingStopped`` is raised."""
+        run, main = self.run_dir, self.world.is_main
+        every, minutes = self.cfg.train.checkpoint_every, self.cfg.train.checkpoint_minutes
+        keep = self.cfg.train.resumable_checkpoints
+        dtypes = {name: self.cfg.models[name].dtype for name in self.req.models}
+        save = lambda next_step, interim: checkpoint.save(  # noqa: E731
+            run, next_step, self.learners, self.world, dtypes, self.capabilities, self.placement.sizes, keep, interim
+        )
+        last_save, saved = time.monotonic(), self.start_step
+        with self.stops:
+            for step in range(self.start_step, self.req.steps):
+                rng, capabilities = checkpoint.rng_state(), {n: t.state_dict() for n, t in self.capabilities.items()}
+                try:
+                    rows = self.step(step)
+                except _StepAbandoned:  # back to the state the step started from, which is saved
+                    checkpoint.set_rng_state(rng)
+                    for name, state in capabilities.items():
+                        self.capabilities[name].load_state_dict(state)
+                    path = save(step, interim=True) if step > saved else None
+                    raise TrainingStopped(self.stops.received, step, path) from None
+                if main:
+                    with run.metrics.open("a") as handle:
+                        handle.writelines(json.dumps(row) + "\n" for row in rows)
+                    tracker.log(step, rows)
+                    log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
+                due = minutes is not None and time.monotonic() - last_save >= minutes * 60
+                due, stop = self._any_process(due, self.stops.received is not None)
+                path = None
+                if (step + 1) % every == 0 or step + 1 == self.req.steps:
+                    path = save(step + 1, interim=False)
+                elif due or stop:
+                    path = save(step + 1, interim=True)
+                if path is not None:
+                    last_save, saved = time.monotonic(), step + 1
+                if stop:
+                    raise TrainingStopped(self.stops.received, step + 1, path)
+
+    def _any_process(self, *flags: bool) -> list[bool]:
+        """Each flag, true where it is true on any process: one collective that every process makes at the same
+        point, so that all take the same branch (an interim checkpoint by wall time, a stop on a signal)."""
+        return [total > 0 for total in self.world.sum([float(flag) for flag in flags])]
 
     def _write_done(self) -> None:
         """The run's completion record: written last and atomically, so its presence means a finished run."""

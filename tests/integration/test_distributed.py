@@ -327,23 +327,31 @@ def test_groups_with_nccl_alone_refuse_the_host_tensors_of_a_run(forced_world, t
     assert "No backend type associated with device type cpu" in result.stderr
 
 
-def test_a_killed_split_run_resumes_to_the_uninterrupted_result(forced_world, tmp_path):
-    """SIGKILL to the whole torchrun process tree of a split run once its step-2 checkpoint is committed, then
-    --resume: each group restores its own model and the run ends with the uninterrupted run's metrics and weights."""
-    import signal
-    import time
-
+@pytest.fixture(scope="module")
+def split_run(forced_world, tmp_path_factory) -> tuple[Path, Path]:
+    """A pair split over two processes, 6 steps with a checkpoint after each, run uninterrupted: its config and its
+    run directory."""
     import yaml
 
     config = yaml.safe_load(forced_world["config"].read_text())
     config["scale"] = {"processes": 2, "placement": "split"}
     config["train"].update(steps=6, checkpoint_every=1)
-    path = tmp_path / "split.yaml"
+    root = tmp_path_factory.mktemp("split")
+    path, whole = root / "split.yaml", root / "whole"
     path.write_text(yaml.safe_dump(config))
-    whole, killed = tmp_path / "whole", tmp_path / "killed"
     result = _graft_train(path, whole, 6, method="graft")
     assert result.returncode == 0, result.stderr[-3000:]
+    return path, whole
 
+
+def test_a_killed_split_run_resumes_to_the_uninterrupted_result(split_run, tmp_path):
+    """SIGKILL to the whole torchrun process tree of a split run once its step-2 checkpoint is committed, then
+    --resume: each group restores its own model and the run ends with the uninterrupted run's metrics and weights."""
+    import signal
+    import time
+
+    path, whole = split_run
+    killed = tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--steps", "6"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graft.cli"]
@@ -364,6 +372,62 @@ def test_a_killed_split_run_resumes_to_the_uninterrupted_result(forced_world, tm
     for m in "AB":
         mine, reference = _final_weights(killed, m, 6), _final_weights(whole, m, 6)
         assert all(torch.equal(mine[k], reference[k]) for k in reference)
+
+
+def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_resumes(split_run, tmp_path):
+    """SIGURG (Slurm's warning before a time limit) to one of the two processes of a split run started as the
+    training rule starts it (python -m graft.launch): both processes stop at the same step, the state there is
+    saved as an interim checkpoint (the only one before the end), process 0, which had no signal, reports the stop,
+    and the job exits non-zero; --resume ends with the uninterrupted run's metrics and weights."""
+    import json
+    import signal
+    import time
+
+    import yaml
+
+    from graft.results import RunDir
+
+    path, whole = split_run
+    config = yaml.safe_load(path.read_text())
+    config["train"]["checkpoint_every"] = 6
+    path = tmp_path / "split.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "run"
+    args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--steps", "6"]
+    launch = [sys.executable, "-m", "graft.launch", "--nodes", "1", "--processes", "2", "--", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    log = tmp_path / "stderr.log"
+    with log.open("w") as stderr:
+        job = subprocess.Popen([*launch, "--out", str(out)], env=env, stderr=stderr)
+    deadline = time.monotonic() + 300
+    while not (out / "metrics.jsonl").is_file():  # step 0 is done
+        assert job.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 1"
+        time.sleep(0.01)
+    workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == job.pid]
+    rank1 = next(pid for pid in workers if "RANK=1" in Path(f"/proc/{pid}/environ").read_text().split("\0"))
+    os.kill(rank1, signal.SIGURG)
+    assert job.wait(timeout=300) != 0
+    err = log.read_text()
+    stopped = [json.loads(line) for line in err.splitlines() if '"event": "stopped"' in line]
+    assert len(stopped) == 1 and "by a signal to another process" in stopped[0]["reason"], err[-3000:]
+    (interim,) = RunDir(out).interim_checkpoints()
+    next_step = json.loads((interim / "state.json").read_text())["next_step"]
+    assert next_step == stopped[0]["next_step"] < 6 and not RunDir(out).checkpoints()
+    assert {r["step"] for r in _metrics_without_timings(out)} == set(range(next_step))
+    result = _graft_train(path, out, 6, resume=True, method="graft")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _metrics_without_timings(out) == _metrics_without_timings(whole)
+    for m in "AB":
+        mine, reference = _final_weights(out, m, 6), _final_weights(whole, m, 6)
+        assert all(torch.equal(mine[k], reference[k]) for k in reference)
+
+
+def _parent(proc: Path) -> int | None:
+    """The parent pid of a /proc/<pid> entry; None once the process is gone."""
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 def test_hugging_face_rollouts_seeded_per_prompt_sample_alike_on_one_process_and_two(forced_world, tmp_path):

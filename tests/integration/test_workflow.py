@@ -479,7 +479,8 @@ def test_paper_config_dry_run_through_the_slurm_profile():
 
 def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     """config/pair-8b.yaml through the paper's Slurm profile: every training job asks for 2 nodes, one Slurm task
-    on each (started by the job's own srun: the executor's "mpi" resource) and 4 GPUs per node."""
+    on each (started by the job's own srun, with the job's CPUs per task: the executor's "mpi" resource), 4 GPUs per
+    node and SIGURG 600 s before its time limit."""
     out = run(
         tool("snakemake"), "all", "--profile", "slurm", "--configfile", "config/pair-8b.yaml", "--dry-run", check=True
     )
@@ -488,6 +489,9 @@ def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     train = [line for line in (out.stdout + out.stderr).splitlines() if "cpus_per_task=64" in line]
     assert len(train) == counts["train"]
     assert all("nodes=2, tasks=2, mpi=srun, gres=gpu:h200:4" in line for line in train), train[0]
+    assert all("slurm_extra=--signal=URG@600" in line for line in train), train[0]
+    srun = "srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --cpus-per-task 64 --kill-on-bad-exit=1 python -m graft"
+    assert sum(srun in line for line in (out.stdout + out.stderr).splitlines()) == counts["train"]
 
 
 LOCAL_RULES = """

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from graft.config import ConfigError, config_from_dict, read_yaml
-from graft.engine.distributed import SINGLE
+from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
 from graft.job_lengths import job_kinds
+from graft.launch import RENDEZVOUS_PORTS, rendezvous_port, torchrun_command, train_launcher
 from graft.launch import main as launch_main
-from graft.launch import torchrun_command, train_launcher
 from graft.memory import GB, NCCL_COMMUNICATOR_BYTES, cell_phases, shards_per_model
 from graft.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
+from graft.train.trainer import job_gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,16 +44,40 @@ def test_deepspeed_shards_over_the_whole_job_only():
 
 
 def test_launchers_for_one_process_one_node_and_several_nodes():
-    # several nodes: the rendezvous port is 29500 + the job id modulo 20000
     cfg = _config("config/paper.yaml")
     assert train_launcher(dataclasses.replace(cfg.scale, processes=1)) == "graft"
-    assert train_launcher(cfg.scale) == "torchrun --standalone --nproc-per-node 4 -m graft.cli"
-    several = train_launcher(dataclasses.replace(cfg.scale, nodes=2))
-    assert several.startswith("srun --ntasks 2 ") and "-m graft.launch --nodes 2 --processes 4 --" in several
-    command = torchrun_command(2, 4, "gpu07", "123456", ["train", "--seed", "0"])
-    assert command[3:8] == ["--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu07:32956",
-                            "--rdzv-id=123456"]  # fmt: skip
-    assert command[-4:] == ["graft.cli", "train", "--seed", "0"]
+    assert train_launcher(cfg.scale) == "python -m graft.launch --nodes 1 --processes 4 --"
+    assert torchrun_command(1, 4, ["train"])[3:] == ["--standalone", "--nproc-per-node=4", "-m", "graft.cli", "train"]
+    # several nodes: one task per node with the CPUs sbatch gave each task, which srun no longer takes from the job
+    two = dataclasses.replace(cfg.scale, nodes=2)
+    assert train_launcher(two, cpus_per_task=64) == (
+        "srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --cpus-per-task 64 --kill-on-bad-exit=1 "
+        "python -m graft.launch --nodes 2 --processes 4 --"
+    )
+    # CI's one-node cluster packs the two tasks onto its node
+    assert "--nodes 1 --ntasks 2 --ntasks-per-node 2 " in train_launcher(two, 1, allocated_nodes=1)
+    args = ["train", "--seed", "0"]
+    host, other = (torchrun_command(2, 4, args, "gpu07", "123456", is_host) for is_host in (True, False))
+    assert host[3:8] == ["--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu07:23456", "--rdzv-id=123456",
+                         "--rdzv-conf=is_host=1"]  # fmt: skip
+    assert other[3:8] == [*host[3:7], "--rdzv-conf=is_host=0"]  # node 0 alone says it hosts the store
+    assert host[-4:] == ["graft.cli", "train", "--seed", "0"]
+
+
+def test_the_rendezvous_port_lies_below_the_ephemeral_ports():
+    """A port the kernel may give an outgoing connection can be taken before the store binds it: every job's port
+    lies below Linux's default ephemeral range (32768-60999) and this machine's."""
+    first, count = RENDEZVOUS_PORTS
+    ports = {rendezvous_port(str(job)) for job in range(3 * count)}
+    assert ports == set(range(first, first + count))
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert max(ports) < min(32768, low)
+
+
+def test_the_gpu_hours_count_every_node_s_gpus():
+    """One GPU per process of the whole job (a node's device count would give one node's share), none on a CPU."""
+    assert job_gpus(World(rank=5, size=8, device_name="cuda:1", local_rank=1)) == 8
+    assert job_gpus(World(rank=1, size=2)) == 0 and job_gpus(SINGLE) == 0
 
 
 def test_the_multi_node_launcher_outside_slurm_says_so_in_one_line(monkeypatch, capsys):
