@@ -2,14 +2,14 @@
 
 The length mix. No published histogram of these three models' responses under the paper's recipe (MATH, 4,096
 tokens, n = 8) was found, so the mix is a stated model with its grounds, and the shares are also given for a
-shorter and a longer mix. Per prompt a pass rate p ~ Uniform(0, 1) (base models of this size solve about half of
-MATH's training problems, and their groups range from all wrong to all right); each of its 8 responses is right
-with probability p. A right response's length is log-normal with median 600 tokens (sigma 0.6), a wrong one's
-three times longer (median 1,800, sigma 0.8): DeepScaleR's published observation that wrong responses run about
-three times as long as right ones (Luo et al., "DeepScaleR: Surpassing O1-Preview with a 1.5B Model by Scaling RL",
-2025). Lengths are cut at the 4,096-token limit, the cut mass landing on the limit (truncated responses). The
-prompt, a MATH problem through a chat template, is log-normal with median 120 tokens (sigma 0.5). Rows arrive in
-groups, prompt by prompt, as a step's rollouts do.
+shorter and a longer mix. Per prompt a pass rate p ~ Uniform(0, 1) (an assumption: a mean of one half, groups
+from all wrong to all right); each of its 8 responses is right with probability p. A right response's length is
+log-normal with median 600 tokens (sigma 0.6), a wrong one's three times longer (median 1,800, sigma 0.8):
+DeepScaleR's published observation that wrong responses run about three times as long as right ones (Luo et al.,
+"DeepScaleR: Surpassing O1-Preview with a 1.5B Model by Scaling RL", 2025). Lengths are cut at the 4,096-token
+limit, the cut mass landing on the limit (truncated responses). The prompt, a MATH problem through a chat
+template, is log-normal with median 120 tokens (sigma 0.5). Rows arrive in groups, prompt by prompt, as a step's
+rollouts do.
 
 1. Padding, counted without a model, at config/paper.yaml's budgets (16 rows and 36,864 tokens a pass, 4
    processes) over steps of 128 prompts x 8: scoring (the old log-probs' recompute, all 1,024 responses) and the
@@ -18,7 +18,7 @@ groups, prompt by prompt, as a step's rollouts do.
    filled by tokens longest first, rows balanced by tokens. For each: the share of computed tokens that are
    padding, the passes of the busiest process, and the critical path (the sum over passes of the busiest
    process's tokens, which the sharded collectives wait on), at 16 and at 64 rows a pass.
-2. CPU time. The probe of the issue that asked for packing: ``score_responses`` on a 2-layer, hidden-1,024
+2. CPU time. The probe that first measured the padding's cost: ``score_responses`` on a 2-layer, hidden-1,024
    Qwen3-architecture model with Qwen3's 151,936-token vocabulary, 32 rows of 64 + 128 tokens against 28 of them
    and 4 of 64 + 1,920 (16 rows and 32,768 tokens a pass), padded and packed; on the second batch also the two
    other CPU paths packing could take: transformers' own SDPA over the packed rows (a dense block-diagonal mask,
@@ -26,7 +26,8 @@ groups, prompt by prompt, as a step's rollouts do.
    the mix (two prompts' groups) scored and updated (forward and backward with gradient checkpointing), padded
    and packed, on the same body with a 1,024-token vocabulary: the output projection runs over the same response
    positions either way, so its cost at a real vocabulary, measured per response position and printed, adds the
-   same seconds to both sides.
+   same seconds to both sides. Each figure is the least of ``--repeats`` rounds, the cases taking turns; the CPU
+   seconds (this process's threads together) are the figure to read on a machine shared with other work.
 
 Usage: python bench/padding.py [--threads 2] [--steps 20] [--repeats 2] [--no-time]; writes
 bench/results/padding.json
