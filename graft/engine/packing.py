@@ -7,13 +7,14 @@ to its attention function. Its SDPA attention would turn packed position ids int
 the whole packed sequence, whose cost grows with the square of the packed length (36,864 tokens: 1.4 G entries a
 layer), often more than the padding it removes. So the packed pass runs under an attention implementation of its
 own, registered with transformers' ``AttentionInterface``: given the row bounds it attends within each row, on
-GPUs with torch's variable-length flash attention over the whole pass in bf16/fp16, elsewhere with SDPA row by row
-(causal, no mask: the cost of each row's own tokens); without row bounds (any unpacked call, generation
-included) it is transformers' SDPA, mask and all.
+GPUs with torch's variable-length flash attention over the whole pass in bf16/fp16 (torch 2.11 and later),
+elsewhere with SDPA row by row (causal, no mask: the cost of each row's own tokens); without row bounds (any
+unpacked call, generation included) it is transformers' SDPA, mask and all.
 """
 
 from __future__ import annotations
 
+import inspect
 from itertools import pairwise
 
 import torch
@@ -28,6 +29,20 @@ ROW_ATTENTION = "graft_rows"
 
 VARLEN_DTYPES = (torch.float16, torch.bfloat16)
 """What torch's flash kernels take; a float32 pass on a GPU attends row by row."""
+
+
+def _torch_varlen():
+    """torch's variable-length flash attention where it takes a causal window and grouped KV heads (torch 2.11 and
+    later); None before, and a packed pass attends row by row."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    wanted = {"window_size", "enable_gqa"}
+    return varlen_attn if wanted <= set(inspect.signature(varlen_attn).parameters) else None
+
+
+VARLEN = _torch_varlen()
 
 
 def row_attention(
@@ -45,7 +60,7 @@ def row_attention(
     functions do. Without ``cu_seq_lens_q``: transformers' SDPA attention."""
     if cu_seq_lens_q is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    if query.is_cuda and query.dtype in VARLEN_DTYPES:
+    if VARLEN is not None and query.is_cuda and query.dtype in VARLEN_DTYPES:
         return _varlen_flash(query, key, value, cu_seq_lens_q, max_length_q, kwargs.get("scaling")), None
     rows = [
         sdpa_attention_forward(module, query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], None, **kwargs)[0]
@@ -59,15 +74,13 @@ def _varlen_flash(
     key: torch.Tensor,
     value: torch.Tensor,
     bounds: torch.Tensor,
-    longest: int | None,
+    longest: int,
     scaling: float | None,
 ) -> torch.Tensor:
-    """torch's variable-length flash attention over the whole packed pass, causal within each row."""
-    from torch.nn.attention.varlen import varlen_attn
-
-    longest = int(longest) if longest is not None else int((bounds[1:] - bounds[:-1]).max())
+    """torch's variable-length flash attention over the whole packed pass, causal within each row (``longest``:
+    the longest row's tokens)."""
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [N, heads, d]
-    out = varlen_attn(
+    out = VARLEN(
         q,
         k,
         v,
