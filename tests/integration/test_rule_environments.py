@@ -47,6 +47,10 @@ import json, sys
 from pathlib import Path
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+def launcher(rule):
+    # the training rule's launcher (a function of the job's resources), as a one-node job without Slurm gets it
+    make = rule.params.get("launcher") if hasattr(rule.params, "get") else None
+    return {"launcher": make(None, {}, 1)} if callable(make) else {}
 out = {}
 for configfile in sys.argv[1:]:
     with SnakemakeApi(OutputSettings()) as api:
@@ -61,7 +65,7 @@ for configfile in sys.argv[1:]:
             rule.name: {
                 "shell": rule.shellcmd,
                 "conda": str(rule.conda_env) if rule.conda_env else None,
-                "params": {k: v for k, v in rule.params.items() if isinstance(v, str)},
+                "params": {k: v for k, v in rule.params.items() if isinstance(v, str)} | launcher(rule),
             }
             for rule in workflow.rules
         }
@@ -71,7 +75,8 @@ print(json.dumps(out))
 
 @cache
 def workflow_rules() -> dict[str, dict]:
-    """Each shipped config's rules: shell command, conda file and the params that are plain strings."""
+    """Each shipped config's rules: shell command, conda file and the params that are plain strings (the training
+    rule's launcher computed for a one-node job)."""
     proc = subprocess.run(
         [sys.executable, "-c", RULES, *map(str, CONFIGS)], cwd=ROOT, capture_output=True, text=True, check=False
     )
