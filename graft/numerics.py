@@ -62,6 +62,13 @@ def numerics_record() -> dict:
     }
 
 
+def cpu_vendor() -> str:
+    """``amd``, ``intel`` or ``other``: under the same pin the miniature's digits differ between AMD EPYC and Intel
+    Xeon processors (docs/reproducibility.md), so the digest check keeps a record per vendor."""
+    model = (_cpu_model() or "").lower()
+    return next((vendor for vendor in ("amd", "intel") if vendor in model), "other")
+
+
 def _cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo") as handle:

@@ -171,3 +171,20 @@ def test_a_check_of_some_models_ignores_the_others_and_refuses_unknown_names(tmp
     assert main([*argv, "--write", str(record), "--models", "m"]) == 2
     assert "--models goes with --check" in capsys.readouterr().err
     assert not record.exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "vendor"),
+    [("AMD EPYC 7763 64-Core Processor", "amd"), ("Intel(R) Xeon(R) Processor", "intel"), ("", "other")],
+)
+def test_the_digest_check_finds_the_record_of_the_machine_s_cpu_vendor(monkeypatch, model, vendor):
+    """Under the same pin AMD EPYC and Intel Xeon give different digits, so each vendor has its record; every
+    record checked in belongs to a vendor the check can name."""
+    from pathlib import Path
+
+    from graft import numerics
+
+    monkeypatch.setattr(numerics, "_cpu_model", lambda: model)
+    assert numerics.cpu_vendor() == vendor
+    records = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "config" / "digests").glob("*.json"))
+    assert records == ["default.intel.json", "default.json"]
