@@ -274,6 +274,17 @@ def _final_weights(out: Path, model: str, step: int = 3) -> dict[str, torch.Tens
     return load_file(out / "checkpoints" / f"step_{step:05d}" / model / "model.safetensors")
 
 
+def _assert_resumes_to_the_whole_run(config: Path, out: Path, whole: Path) -> None:
+    """``--resume`` of the stopped GRAFT run ``out`` to step 6 ends with ``whole``'s metrics and weights, bit for
+    bit."""
+    result = _graft_train(config, out, 6, resume=True, method="graft")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _metrics_without_timings(out) == _metrics_without_timings(whole)
+    for m in "AB":
+        mine, reference = _final_weights(out, m, 6), _final_weights(whole, m, 6)
+        assert all(torch.equal(mine[k], reference[k]) for k in reference)
+
+
 @pytest.mark.parametrize("method", ["graft", "hacpo"])
 def test_split_placement_equals_colocated_and_resumes(forced_world, tmp_path, method):
     """scale.placement: split over two gloo processes, one model each, sampling, scoring and updating at the same
@@ -366,12 +377,7 @@ def test_a_killed_split_run_resumes_to_the_uninterrupted_result(split_run, tmp_p
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert not (killed / "done.json").exists()
-    result = _graft_train(path, killed, 6, resume=True, method="graft")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert _metrics_without_timings(killed) == _metrics_without_timings(whole)
-    for m in "AB":
-        mine, reference = _final_weights(killed, m, 6), _final_weights(whole, m, 6)
-        assert all(torch.equal(mine[k], reference[k]) for k in reference)
+    _assert_resumes_to_the_whole_run(path, killed, whole)
 
 
 def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_resumes(split_run, tmp_path):
@@ -414,12 +420,7 @@ def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_re
     next_step = json.loads((interim / "state.json").read_text())["next_step"]
     assert next_step == stopped[0]["next_step"] < 6 and not RunDir(out).checkpoints()
     assert {r["step"] for r in _metrics_without_timings(out)} == set(range(next_step))
-    result = _graft_train(path, out, 6, resume=True, method="graft")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert _metrics_without_timings(out) == _metrics_without_timings(whole)
-    for m in "AB":
-        mine, reference = _final_weights(out, m, 6), _final_weights(whole, m, 6)
-        assert all(torch.equal(mine[k], reference[k]) for k in reference)
+    _assert_resumes_to_the_whole_run(path, out, whole)
 
 
 def _parent(proc: Path) -> int | None:
