@@ -1,31 +1,35 @@
 """The scale path on a GPU node, asking what matters first (nothing can be downloaded there: random weights).
 
 1. Memory at the paper's shapes: the peak of scoring 16 rows of 2,048 + 4,096 tokens and of one update
-   micro-batch of 36,864 tokens (gradient checkpointing, FSDP2 with bf16 compute) on the SmolLM3-3B and
-   Qwen3-1.7B architectures, beside graft.memory's prediction of the same terms; for every phase the driver's
+   micro-batch of 36,864 tokens (gradient checkpointing, FSDP2 with bf16 compute, rows packed as the paper's
+   runs pack them) on the SmolLM3-3B and Qwen3-1.7B architectures, beside graft.memory's prediction of the same
+   terms, with each pass's tokens per second (what graft plan's step time reads); for every phase the driver's
    view (``mem_get_info``: every process on the GPU, the engines' included) and the caching allocator's reserve.
 2. graft's own collectives (sums, gathers, barriers) in the job's process groups, under NCCL where the job has two
    or more processes (said so where it has one).
 3. One process, the way a one-GPU run trains: float32 master weights under bf16 autocast, one update at the
    paper's learning rate, which must change most weights (on bf16 weights it rounds most changes away). Then
    ``train.packing``: rows of unequal lengths as one packed sequence (torch's variable-length flash attention in
-   bf16) against the same rows padded: log-probs, gradient norm and seconds of each.
+   bf16) against the same rows padded, each against a float32 pass: log-probs, gradient norm and seconds of each.
 4. Two engines at the configured memory share and sequences at once (``scale.vllm_memory`` and
    ``scale.vllm_max_num_seqs`` of config/paper.yaml), asleep from the start, each waking after a training peak:
    GPU memory in use at each point, the KV cache each engine reports (graft plan's estimate beside it).
-5. The weight sync's seconds (graft.engine.weight_sync: streamed, one file per node), then sleep at level 2, wake,
+5. The weight sync's file alone (written and read back onto the GPU: its bandwidth), then with the engines: its
+   seconds (graft.engine.weight_sync: streamed, one file per node), then sleep at level 2, wake,
    reload and generate with CUDA graphs on. The synced weights are perturbed far from the engine's (the final
    norm's scale changed), and the engine's log-probs must match the trainer's forward of the new weights and
    not of the old: a sync that loads nothing fails.
 Then training and rollout throughput, and the evaluation's path (one engine at the evaluation's share, no log-probs
-asked) with its tokens per second. Prints a table; writes its JSON after every phase, so a crash keeps what
-ran; exits non-zero when a check fails.
+asked) with its tokens per second. Prints a table; writes its JSON after every phase; a phase that raises is
+recorded with its error and the next one still runs; exits non-zero when a check fails.
 
 Run by bench/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
-Hugging Face backend otherwise (then with far fewer sequences: ``generate`` keeps every step's logits).
+Hugging Face backend otherwise (then with far fewer sequences and tokens: ``generate`` keeps every step's logits
+and steps in Python); without vLLM the engines' phases are reported as not run.
 ``--tiny`` runs the same steps with tiny models on the CPU, to check the script itself.
 
-Usage: torchrun --nproc-per-node N bench/gpu_check.py [--out DIR] [--tiny]
+Usage: torchrun --nproc-per-node N bench/gpu_check.py [--out DIR] [--tiny] [--engine deepspeed [--engine-only]]
+       [--only {memory,one-process,packing}]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -48,10 +53,12 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from graft.config import read_yaml
 from graft.engine import deepspeed_engine
 from graft.engine.distributed import World, enable_gradient_checkpointing, process_group_backend, shard_model
+from graft.engine.packing import VARLEN
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.engine.rollout import HFRollout
-from graft.engine.weight_sync import WeightStream
+from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
+from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.train.exchange import Row
 from graft.train.learner import compute_in
@@ -87,6 +94,8 @@ SMOLLM3_3B = dict(
     eos_token_id=128012,
     bos_token_id=128000,
 )
+PAPER_PACKING = read_yaml(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")["train"]["packing"]
+"""The memory phase packs its rows as the paper's runs do (``train.packing``)."""
 SHARPEN = 30.0
 """The final norm's weight is multiplied by this: random weights give near-uniform next-token distributions, on
 which any two log-prob computations agree; scaled logits make them peaked, as a trained model's are."""
@@ -105,14 +114,18 @@ TINY = dict(
 def settings(tiny: bool) -> SimpleNamespace:
     """The paper's lengths and one GPU's share of a minibatch (32 prompts x 8 responses over 4 GPUs = 64 rows;
     16 here to stay inside the time limit), or a tiny stand-in. ``memory``: the architectures and the shapes of
-    the memory phase (config/paper.yaml's scoring micro-batch and update budget)."""
+    the memory phase (config/paper.yaml's scoring micro-batch and update budget). Hugging Face ``generate``, the
+    rollout without vLLM, decodes ``hf_response_tokens`` at most: one Python step per token, its figure is a
+    check that generation runs, not a throughput the plan uses."""
     if tiny:
-        return SimpleNamespace(prompts=4, n=4, hf_prompts=2, hf_n=2, prompt_tokens=16, response_tokens=32,
+        return SimpleNamespace(prompts=4, n=4, hf_prompts=2, hf_n=2, hf_response_tokens=32, prompt_tokens=16,
+                               response_tokens=32,
                                train_rows=8, micro_batch=4, micro_batch_tokens=96, model=TINY,
                                memory={"tiny": TINY}, score_rows=4, memory_prompt=16, memory_response=32,
                                update_rows=2, vllm_memory=0.3, max_num_seqs=None)  # fmt: skip
     paper = read_yaml(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")["scale"]
-    return SimpleNamespace(prompts=16, n=8, hf_prompts=2, hf_n=4, prompt_tokens=256, response_tokens=4096,
+    return SimpleNamespace(prompts=16, n=8, hf_prompts=2, hf_n=4, hf_response_tokens=512, prompt_tokens=256,
+                           response_tokens=4096,
                            train_rows=16, micro_batch=16, micro_batch_tokens=36864, model=QWEN3_17B,
                            memory={"smollm3": SMOLLM3_3B, "qwen3": QWEN3_17B}, score_rows=16, memory_prompt=2048,
                            memory_response=4096, update_rows=6, vllm_memory=paper["vllm_memory"],
@@ -135,10 +148,10 @@ def random_model(model_config: dict, device: torch.device) -> torch.nn.Module:
 
 def memory_phase(cfg, world: World, results: dict) -> None:
     """Peak memory above the resident state of scoring (no gradient) and of one update micro-batch (gradient
-    checkpointing, FSDP2 with bf16 compute), each beside graft.memory's prediction of the same terms (activations,
-    the gathered output projection and one layer, the log-prob chunk, and for the update the projection's float32
-    gradient). The resident state is read after a first update, so it holds the sharded gradients, as the plan's
-    ``held`` does."""
+    checkpointing, FSDP2 with bf16 compute, rows packed as config/paper.yaml packs them), each beside
+    graft.memory's prediction of the same terms (activations, the gathered output projection and one layer, the
+    log-prob chunk, and for the update the projection's float32 gradient). The resident state is read after a
+    first update, so it holds the sharded gradients, as the plan's ``held`` does."""
     for arch, model_config in cfg.memory.items():
         measure_architecture(cfg, arch, model_config, world, results)
         if world.device.type == "cuda":
@@ -168,7 +181,9 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
         Row(p, r, [-12.0] * len(r), 1.0 if i % 2 else -1.0)
         for i, (p, r) in enumerate(zip(prompts[: rows["update"]], responses[: rows["update"]], strict=True))
     ]
-    settings = UpdateSettings(grad_clip=1.0, micro_batch=rows["update"], micro_batch_tokens=rows["update"] * width)
+    settings = UpdateSettings(
+        grad_clip=1.0, micro_batch=rows["update"], micro_batch_tokens=rows["update"] * width, packing=PAPER_PACKING
+    )
     method = get_method("graft")
     minibatch_update(method, policy, optimizer, batch, settings=settings, world=world)  # AdamW's moments now exist
     for phase in ("score", "update"):
@@ -180,7 +195,7 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
         t0 = time.perf_counter()
         if phase == "score":
             with torch.no_grad():
-                response_logprobs(model, prompts, responses, 0)
+                response_logprobs(model, prompts, responses, 0, packed=PAPER_PACKING)
         else:
             minibatch_update(method, policy, optimizer, batch, settings=settings, world=world)
         if cuda:
@@ -194,7 +209,8 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
         results[f"memory_{arch}_{phase}_tokens"] = tokens
         results[f"memory_{arch}_{phase}_peak_gib"] = peak / 2**30
         results[f"memory_{arch}_{phase}_plan_gib"] = plan / 2**30
-        results[f"memory_{arch}_{phase}_s"] = time.perf_counter() - t0
+        results[f"memory_{arch}_{phase}_s"] = seconds = time.perf_counter() - t0
+        results[f"memory_{arch}_{phase}_tokens_per_s"] = tokens / seconds
 
 
 def ids_only_tokenizer(cfg) -> SimpleNamespace:
@@ -264,43 +280,83 @@ def one_process_phase(cfg, world: World, results: dict) -> None:
         torch.cuda.empty_cache()
 
 
-PACKING_TOLERANCE = 0.1
-"""Largest mean |log-prob difference| between a packed pass (torch's variable-length flash attention in bf16) and
-the padded one (SDPA with a mask in bf16) over the same rows: the sync's bound, for the same reason (two bf16
-attention kernels summing in different orders, on logits sharpened as a trained model's are)."""
+PACKING_ERROR_RATIO = 2.0
+"""A packed bf16 pass may be off the float32 reference by at most this times what the padded bf16 pass is off it
+(plus ``PACKING_ERROR_FLOOR``). Random tokens under sharpened logits have log-probs in the tens, so bf16 rounding
+alone puts either pass tenths away from the other: an absolute bound between the two says nothing, an error
+against float32 compared with the padded pass's says whether packing adds any."""
+PACKING_ERROR_FLOOR = 1e-3
+"""Where both passes are float32 (the CPU), both errors are rounding, far below this."""
 
 
 def packing_phase(cfg, world: World, results: dict) -> None:
     """``train.packing`` on a GPU: rows of unequal lengths scored and trained on as one packed sequence (torch's
-    variable-length flash attention under bf16 autocast, gradient checkpointing on) against the same rows padded:
-    their log-probs and gradient norms must agree, and each pass's seconds are recorded."""
-    model = random_model(cfg.model, world.device)
-    enable_gradient_checkpointing(model)
-    compute_in(model, torch.bfloat16 if world.device.type == "cuda" else torch.float32)
+    variable-length flash attention under bf16 autocast where torch has it, else SDPA row by row; gradient
+    checkpointing on) against the same rows padded (SDPA with a mask). Each pass's log-probs are compared with a
+    float32 padded pass of the same weights; the packed pass must be no further from it than the padded one allows
+    (``PACKING_ERROR_RATIO``), the gradient norms must agree, and each pass's seconds are recorded."""
     g = torch.Generator().manual_seed(3)
     lengths = [cfg.response_tokens, cfg.response_tokens // 8, cfg.response_tokens // 2, 17, cfg.response_tokens // 4]
     prompts = [torch.randint(2, cfg.model["vocab_size"], (cfg.prompt_tokens // 2,), generator=g).tolist()] * 5
     responses = [torch.randint(2, cfg.model["vocab_size"], (n,), generator=g).tolist() for n in lengths]
+    reference = random_model(cfg.model, world.device)  # the same seed, so the same weights, float32 throughout
+    with torch.no_grad():
+        exact, mask = response_logprobs(reference, prompts, responses, 0, packed=False)
+    del reference
+    model = random_model(cfg.model, world.device)
+    enable_gradient_checkpointing(model)
+    compute_in(model, torch.bfloat16 if world.device.type == "cuda" else torch.float32)
     out = {}
     for packed in (False, True):
         model.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
-        logp, mask = response_logprobs(model, prompts, responses, 0, packed=packed)
+        logp, _ = response_logprobs(model, prompts, responses, 0, packed=packed)
         (logp * mask).sum().backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
         if world.device.type == "cuda":
             torch.cuda.synchronize()
-        out[packed] = (logp.detach().float(), mask, float(norm), time.perf_counter() - t0)
-    difference = float((out[True][0] - out[False][0]).abs()[out[False][1]].mean())
-    results["packing_logprob_mean_abs_difference"] = difference
-    results["packing_grad_norm_relative_difference"] = abs(out[True][2] / out[False][2] - 1)
-    results["packing_padded_s"], results["packing_packed_s"] = out[False][3], out[True][3]
+        error = float((logp.detach().float() - exact).abs()[mask].mean())
+        out[packed] = (error, float(norm), time.perf_counter() - t0)
+    results["packing_logprob_mean_abs"] = float(exact.abs()[mask].mean())
+    results["packing_logprob_error_padded"], results["packing_logprob_error_packed"] = out[False][0], out[True][0]
+    results["packing_grad_norm_relative_difference"] = abs(out[True][1] / out[False][1] - 1)
+    results["packing_padded_s"], results["packing_packed_s"] = out[False][2], out[True][2]
+    on_gpu = world.device.type == "cuda" and VARLEN is not None
+    results["packing_attention"] = "torch varlen_attn (flash)" if on_gpu else "SDPA row by row"
     results["packing_tokens"] = sum(map(len, prompts)) + sum(lengths)
-    if difference > PACKING_TOLERANCE or results["packing_grad_norm_relative_difference"] > 0.05:
+    bound = PACKING_ERROR_RATIO * out[False][0] + PACKING_ERROR_FLOOR
+    if out[True][0] > bound or results["packing_grad_norm_relative_difference"] > 0.05:
         results.setdefault("failed", []).append("packing")
     del model, out
-    if world.device.type == "cuda":
-        torch.cuda.empty_cache()
+
+
+def sync_phase(model: torch.nn.Module, world: World, results: dict) -> None:
+    """The weight sync's file without an engine (graft.engine.weight_sync): the trained model gathered tensor by
+    tensor, cast to bf16 and written once per node where a run writes it (/dev/shm when it has room), then read
+    back onto the GPU tensor by tensor as an engine's loader does. Its bytes over its seconds are the bandwidth
+    graft plan's step time uses for the sync."""
+    weights = WeightStream(model)
+    needed = sync_bytes(weights, torch.bfloat16)
+    try:
+        directory = sync_directory(needed, None)
+    except ConfigError:  # a machine with a small /dev/shm: the figure is then the disk's
+        directory = Path(tempfile.gettempdir())
+    t0 = time.perf_counter()
+    with node_file(weights, world, torch.bfloat16, directory) as path:
+        written = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        for _, tensor in read_weights([path]):
+            tensor.to(world.device)
+        if world.device.type == "cuda":
+            torch.cuda.synchronize()
+        read = time.perf_counter() - t1
+    results.update(
+        sync_dir=str(directory),
+        sync_bytes=needed,
+        sync_write_s=written,
+        sync_read_s=read,
+        sync_gb_per_s=needed / 1e9 / (written + read),
+    )
 
 
 def used_gib(world: World) -> float:
@@ -328,11 +384,12 @@ def random_prompts(cfg: SimpleNamespace, count: int, seed: int) -> list[list[int
 def start_engines(cfg, directory: Path, world: World, results: dict) -> list:
     """Two vLLM engines on this GPU at the configured share each, as a co-training run starts them (both asleep
     once built); none without vLLM or a GPU."""
-    try:
-        from graft.engine.vllm import VLLMRollout
-    except ImportError:
-        return []
-    if world.device.type != "cuda":
+    from importlib.util import find_spec
+
+    from graft.engine.vllm import VLLMRollout
+
+    if find_spec("vllm") is None or world.device.type != "cuda":
+        results["engines"] = "not run: " + ("no GPU" if find_spec("vllm") else "vLLM is not installed")
         return []
     engines = []
     for _ in range(2):
@@ -393,7 +450,7 @@ def hf_rollout_phase(cfg, directory: Path, world: World, results: dict) -> None:
     """Without vLLM: Hugging Face generate on a few sequences."""
     model = Qwen3ForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to(world.device).eval()
     policy = Policy("gpu_check", model, ids_only_tokenizer(cfg), PromptFormat(""))
-    engine = HFRollout(policy, cfg.response_tokens, batch_size=cfg.hf_prompts * cfg.hf_n)
+    engine = HFRollout(policy, cfg.hf_response_tokens, batch_size=cfg.hf_prompts * cfg.hf_n)
     rollout(engine, random_prompts(cfg, cfg.hf_prompts, world.rank), cfg.hf_n, world, results, "hf generate")
     del engine, policy, model
     if world.device.type == "cuda":
@@ -544,12 +601,23 @@ def training_phase(cfg, directory: Path, world: World, results: dict, engine: st
     return policy, optimizer
 
 
+ALONE = {"memory": memory_phase, "one-process": one_process_phase, "packing": packing_phase}
+"""The phases that need no other, in the order a full check runs them."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--tiny", action="store_true", help="a tiny model on the CPU: checks the script only")
     parser.add_argument("--engine", choices=("fsdp2", "deepspeed"), default="fsdp2", help="training engine")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory phase (run once per node)")
+    parser.add_argument(
+        "--engine-only",
+        action="store_true",
+        help="only the phases the training engine changes (training, sync, rollout): the others ran with fsdp2",
+    )
+    parser.add_argument(
+        "--only", choices=sorted(ALONE), help="one phase that needs no other (after the collectives), to rerun it"
+    )
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
         raise SystemExit("gpu_check.py: no CUDA device here; run it on a GPU node (bench/gpu_check.sh), or --tiny")
@@ -566,13 +634,27 @@ def main() -> int:
         "micro_batch_tokens": cfg.micro_batch_tokens,
     }
     name = "gpu_check" + ("_tiny" if args.tiny else "") + ("_deepspeed" if args.engine == "deepspeed" else "")
+    name += f"_{args.only}" if args.only else ""
 
-    def phase_done(phase: str) -> None:
-        """The figures so far, written at once: a crash in a later phase keeps them."""
-        results["phases_done"] = [*results.get("phases_done", []), phase]
+    def phase(label: str, run, *run_args):
+        """Run one phase and write the figures so far at once. A phase that raises is recorded as failed with its
+        error's last line, and the next phase still runs: one GPU session should show every phase it can."""
+        try:
+            value = run(*run_args)
+        except Exception as error:  # recorded, reported, and turned into the exit status
+            traceback.print_exc()
+            results.setdefault("errors", {})[label] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+            results.setdefault("failed", []).append(label)
+            value = None
+        else:
+            results["phases_done"] = [*results.get("phases_done", []), label]
+        if world.device.type == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
         if world.is_main:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+        return value
 
     # one directory for every process: process 0 writes the model there, the others read it
     shared = [tempfile.mkdtemp(prefix="gpu_check_") if world.is_main else None]
@@ -581,35 +663,37 @@ def main() -> int:
     try:
         if world.is_main:
             directory.mkdir()
-        collectives_phase(world, results)
-        phase_done("collectives")
-        if not args.no_memory:
-            memory_phase(cfg, world, results)
-            phase_done("memory")
-        one_process_phase(cfg, world, results)
-        phase_done("one process")
-        packing_phase(cfg, world, results)
-        phase_done("packing")
+        phase("collectives", collectives_phase, world, results)
+        for label, run in ALONE.items():
+            if args.only in (None, label) and not args.engine_only:
+                phase(label, run, cfg, world, results)
+        if args.only:
+            return finish(world, results)
         t0 = time.perf_counter()
         build_model(cfg, directory, world)
         results["build_s"] = time.perf_counter() - t0
-        engines = start_engines(cfg, directory, world, results)
-        phase_done("engines started")
-        policy, stepper = training_phase(cfg, directory, world, results, args.engine)
-        phase_done("training")
+        engines = phase("engines started", start_engines, cfg, directory, world, results) or []
+        trained = phase("training", training_phase, cfg, directory, world, results, args.engine)
+        if trained is not None:
+            policy, stepper = trained
+            module = stepper.module if deepspeed_engine.is_engine(stepper) else policy.model
+            phase("sync", sync_phase, module, world, results)
+            if engines:
+                phase("rollout", engine_phase, cfg, engines, policy, stepper, world, results)
+            del policy, stepper, module, trained  # an evaluation job holds no training state
         if engines:
-            engine_phase(cfg, engines, policy, stepper, world, results)
-            phase_done("rollout")
-            del policy, stepper  # an evaluation job holds no training state
-            evaluation_phase(cfg, directory, engines, world, results)
-            phase_done("evaluation")
+            phase("evaluation", evaluation_phase, cfg, directory, engines, world, results)
         else:
-            hf_rollout_phase(cfg, directory, world, results)
-            phase_done("rollout")
+            phase("rollout", hf_rollout_phase, cfg, directory, world, results)
         dist.barrier()
     finally:
         if world.is_main:
             shutil.rmtree(shared[0], ignore_errors=True)
+    return finish(world, results)
+
+
+def finish(world: World, results: dict) -> int:
+    """Print the figures as a table (first process), leave the process group, and say whether a check failed."""
     if world.is_main:
         width = max(len(k) for k in results)
         print(f"| {'measure':<{width}} | value |\n|{'-' * (width + 2)}|-------|")

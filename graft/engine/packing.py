@@ -32,17 +32,19 @@ VARLEN_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _torch_varlen():
-    """torch's variable-length flash attention where it takes a causal window and grouped KV heads (torch 2.11 and
-    later); None before, and a packed pass attends row by row."""
+    """torch's variable-length flash attention where it takes a causal window (torch 2.11 and later); None before,
+    and a packed pass attends row by row."""
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:
         return None
-    wanted = {"window_size", "enable_gqa"}
-    return varlen_attn if wanted <= set(inspect.signature(varlen_attn).parameters) else None
+    return varlen_attn if "window_size" in inspect.signature(varlen_attn).parameters else None
 
 
 VARLEN = _torch_varlen()
+VARLEN_GQA = VARLEN is not None and "enable_gqa" in inspect.signature(VARLEN).parameters
+"""Whether torch's varlen attention takes fewer KV heads than query heads (``enable_gqa``, after torch 2.11);
+where it does not, the KV heads are repeated to the query's, as transformers' ``repeat_kv`` does."""
 
 
 def row_attention(
@@ -80,18 +82,12 @@ def _varlen_flash(
     """torch's variable-length flash attention over the whole packed pass, causal within each row (``longest``:
     the longest row's tokens)."""
     q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [N, heads, d]
-    out = VARLEN(
-        q,
-        k,
-        v,
-        bounds,
-        bounds,
-        longest,
-        longest,
-        scale=scaling,
-        window_size=(-1, 0),
-        enable_gqa=q.shape[1] != k.shape[1],
-    )
+    grouped = q.shape[1] != k.shape[1]
+    if grouped and not VARLEN_GQA:
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    gqa = {"enable_gqa": grouped} if VARLEN_GQA else {}
+    out = VARLEN(q, k, v, bounds, bounds, longest, longest, scale=scaling, window_size=(-1, 0), **gqa)
     return out.unsqueeze(0)
 
 
