@@ -6,28 +6,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.methods import get_method
 from graft.train.exchange import Row
+from helpers.tiny_qwen3 import tiny_qwen3
 
 
 def build_case(method_name: str, rows: int = 11) -> tuple[Policy, list[Row], object]:
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-    )
-    model = Qwen3ForCausalLM(config).eval()
+    model = tiny_qwen3(64, layers=2, max_positions=64)
     policy = Policy("case", model, SimpleNamespace(pad_token_id=0, eos_token_id=1), PromptFormat())
     g = torch.Generator().manual_seed(1)
     prompts = [

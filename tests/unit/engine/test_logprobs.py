@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.tiny_qwen3 import tiny_qwen3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import GPT2Config, GPT2LMHeadModel, Qwen3Config, Qwen3ForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel
 
 from graft.config import TrainSpec
 from graft.engine.logprobs import chunk_positions, chunked_token_logprobs
@@ -23,18 +24,7 @@ GPT2_VOCAB = 50_257
 
 
 def qwen3(vocab: int, seed: int = 0) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        tie_word_embeddings=True,
-    )
-    return Qwen3ForCausalLM(config).eval()
+    return tiny_qwen3(vocab, heads=4, kv_heads=2, head_dim=8, tied=True, seed=seed)
 
 
 def gpt2(vocab: int, seed: int = 0) -> torch.nn.Module:

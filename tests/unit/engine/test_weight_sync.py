@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.tiny_qwen3 import tiny_qwen3
 from safetensors.torch import load_file
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from graft.engine import weight_sync
 from graft.engine.distributed import SINGLE
@@ -24,24 +24,9 @@ from graft.engine.weight_sync import (
 from graft.errors import ConfigError
 
 
-def tiny(tied: bool) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=300,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        tie_word_embeddings=tied,
-    )
-    return Qwen3ForCausalLM(config)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_streamed_file_reads_back_as_the_tensors(tmp_path, dtype):
-    model = tiny(tied=False)
+    model = tiny_qwen3(tied=False)
     stream = WeightStream(model)
     size = write_safetensors(tmp_path / "w.safetensors", stream.entries(), dtype, (t for _, t in stream.tensors()))
     assert size == (tmp_path / "w.safetensors").stat().st_size
@@ -56,7 +41,7 @@ def test_a_tied_embedding_is_written_once_and_read_under_both_names(tmp_path):
     """Once in the file (Qwen3-1.7B's embedding is 0.62 GB of its 4.06 GB in bf16); the reader gives it under both
     names, because vLLM's CPU build repacks the output projection for its kernels only when it is given by name (an
     engine given only the embedding kept sampling from its old projection)."""
-    model = tiny(tied=True)
+    model = tiny_qwen3(tied=True)
     with node_file(WeightStream(model), SINGLE, torch.float32, tmp_path) as path:
         loaded = load_file(path)
         read = dict(read_weights([path]))
@@ -66,14 +51,14 @@ def test_a_tied_embedding_is_written_once_and_read_under_both_names(tmp_path):
     assert read.keys() == model.state_dict().keys()
     assert torch.equal(read["lm_head.weight"], read["model.embed_tokens.weight"])
     assert gather_to_main(WeightStream(model), SINGLE).keys() == model.state_dict().keys()
-    untied = tiny(tied=False)
+    untied = tiny_qwen3(tied=False)
     assert WeightStream(untied, unique=True).entries() == WeightStream(untied).entries()
 
 
 def test_a_checkpoint_directory_reads_with_its_tied_projection(tmp_path):
     """``save_pretrained`` writes a tied projection once; the directory's reader adds it back from the config."""
     for tied in (True, False):
-        model = tiny(tied=tied)
+        model = tiny_qwen3(tied=tied)
         model.save_pretrained(tmp_path / str(tied))
         files, aliases = checkpoint_files(tmp_path / str(tied))
         assert aliases == ({"lm_head.weight": "model.embed_tokens.weight"} if tied else {})
