@@ -94,7 +94,7 @@ echo "the retried job: $(grep -c '"event": "evaluate_kept"' "$events") kept," \
 python3 .ci/compare_results.py "$local_results" "$killed_eval"
 
 # Several nodes: a training job of two Slurm tasks on this one node, each task a "node" of torchrun's c10d
-# rendezvous (scale.nodes: 2 of one process each; the rule's srun starts graft.launch in each task), with the
+# rendezvous (scale.nodes: 2 of one process each; the rule's srun starts graft.planning.launch in each task), with the
 # split placement, so each task trains one model of the pair. On a copy of the Slurm run's tree with one GRAFT
 # cell removed, that cell is retrained this way; its metrics and every checkpoint's weights (byte for byte) equal
 # the local one-process run's.
@@ -115,7 +115,7 @@ PY
 timeout -s KILL 900 snakemake "$two_tasks/runs/$cell/done.json" --profile workflow/profiles/slurm-ci \
     --configfile "$scratch/two_tasks.yaml" --config results="$two_tasks" --set-resources train:nodes=1 \
     >"$scratch/two_tasks.log" 2>&1 || { tail -50 "$scratch/two_tasks.log"; cat "$two_tasks/logs/train/$cell.log"; exit 1; }
-grep -h "rendezvous\|graft.launch\|srun --ntasks" "$two_tasks/logs/train/$cell.log" "$scratch/two_tasks.log" | head -3 || true
+grep -h "rendezvous\|graft.planning.launch\|srun --ntasks" "$two_tasks/logs/train/$cell.log" "$scratch/two_tasks.log" | head -3 || true
 python3 .ci/compare_results.py "$local_results" "$two_tasks"
 weights=0
 for file in "$local_results/runs/$cell"/checkpoints/step_*/*/model.safetensors; do

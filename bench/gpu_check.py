@@ -2,7 +2,7 @@
 
 1. Memory at the paper's shapes: the peak of scoring 16 rows of 2,048 + 4,096 tokens and of one update
    micro-batch of 36,864 tokens (gradient checkpointing, FSDP2 with bf16 compute, rows packed as the paper's
-   runs pack them) on the SmolLM3-3B and Qwen3-1.7B architectures, beside graft.memory's prediction of the same
+   runs pack them) on the SmolLM3-3B and Qwen3-1.7B architectures, beside graft.planning.memory's prediction of the same
    terms, with each pass's tokens per second (what graft plan's step time reads); for every phase the driver's
    view (``mem_get_info``: every process on the GPU, the engines' included) and the caching allocator's reserve.
 2. graft's own collectives (sums, gathers, barriers) in the job's process groups, under NCCL where the job has two
@@ -149,7 +149,7 @@ def random_model(model_config: dict, device: torch.device) -> torch.nn.Module:
 def memory_phase(cfg, world: World, results: dict) -> None:
     """Peak memory above the resident state of scoring (no gradient) and of one update micro-batch (gradient
     checkpointing, FSDP2 with bf16 compute, rows packed as config/paper.yaml packs them), each beside
-    graft.memory's prediction of the same terms (activations, the gathered output projection and one layer, the
+    graft.planning.memory's prediction of the same terms (activations, the gathered output projection and one layer, the
     log-prob chunk, and for the update the projection's float32 gradient). The resident state is read after a
     first update, so it holds the sharded gradients, as the plan's ``held`` does."""
     for arch, model_config in cfg.memory.items():
@@ -160,7 +160,7 @@ def memory_phase(cfg, world: World, results: dict) -> None:
 
 def measure_architecture(cfg, arch: str, model_config: dict, world: World, results: dict) -> None:
     from graft.config import TrainSpec
-    from graft.memory import pass_bytes, sizes_from_config
+    from graft.planning.memory import pass_bytes, sizes_from_config
 
     cuda = world.device.type == "cuda"
     compute_bytes = 2 if cuda else 4
@@ -416,9 +416,9 @@ def start_engines(cfg, directory: Path, world: World, results: dict) -> list:
 
 
 def planned_kv_cache_tokens(cfg, world: World) -> int:
-    """graft.memory's estimate of the KV cache an engine of ``cfg.model`` keeps at its share of this GPU."""
-    from graft.memory import VLLM_MAX_NUM_SEQS, sizes_from_config
-    from graft.memory import kv_cache_tokens as planned
+    """graft.planning.memory's estimate of the KV cache an engine of ``cfg.model`` keeps at its share of this GPU."""
+    from graft.planning.memory import VLLM_MAX_NUM_SEQS, sizes_from_config
+    from graft.planning.memory import kv_cache_tokens as planned
 
     share = cfg.vllm_memory * torch.cuda.get_device_properties(world.device).total_memory
     return planned(share, sizes_from_config(cfg.model), 2, cfg.max_num_seqs or VLLM_MAX_NUM_SEQS)

@@ -13,7 +13,7 @@ Phases, each in a fresh process (peak resident memory above the process's memory
 "before" is the plain formula the package used until the chunking (log_softmax of the model's whole logits),
 which at the full shapes needs far more than this machine has, so it is measured on 2 rows of 256 + 768 tokens
 and projected to the full shapes by its measured bytes per logit element. The plan's prediction for the same
-shapes (graft.memory) stands beside each measurement.
+shapes (graft.planning.memory) stands beside each measurement.
 
 Usage: python bench/memory.py [--arch qwen3 ...] [--threads 2]; writes bench/results/memory.json
 """
@@ -124,9 +124,9 @@ def measure(arch: str, phase: str, shape: tuple[int, int, int], chunk_mib: float
 
 
 def predicted(arch: str, phase: str, shape: tuple[int, int, int], chunk_mib: float | None) -> float:
-    """The plan's activation + log-prob terms for this measurement (graft.memory), float32 compute."""
+    """The plan's activation + log-prob terms for this measurement (graft.planning.memory), float32 compute."""
     from graft.config import ModelSizes
-    from graft.memory import forward_bytes
+    from graft.planning.memory import forward_bytes
 
     w = WIDTH
     sizes = ModelSizes(

@@ -9,7 +9,7 @@ after: graft.engine.weight_sync.node_file (one tensor gathered at a time, each t
 Measured in one process on the CPU (no gather to do, so the seconds are the copy and the write; on a GPU node the
 gathers add NCCL time, the same in both): seconds, bytes of the file, and the peak resident memory the sync adds.
 Bytes per node and step are the file times the processes that write one (config/paper.yaml: 4 processes per node,
-each writing a file before; one after), projected to SmolLM3-3B by its parameter count (graft.memory).
+each writing a file before; one after), projected to SmolLM3-3B by its parameter count (graft.planning.memory).
 
 Usage: python bench/weight_sync.py [--threads 2]; writes bench/results/weight_sync.json
 """
@@ -30,7 +30,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from graft.config import ModelSizes
 from graft.engine.distributed import SINGLE
 from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
-from graft.memory import parameters
+from graft.planning.memory import parameters
 
 QWEN3_17B = ModelSizes(layers=28, hidden=2048, intermediate=6144, heads=16, kv_heads=8, head_dim=128, vocab=151936)
 SMOLLM3_3B = ModelSizes(layers=36, hidden=2048, intermediate=11008, heads=16, kv_heads=4, head_dim=128, vocab=128256)

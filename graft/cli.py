@@ -296,7 +296,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_digest(args: argparse.Namespace) -> int:
-    from graft import digest
+    from graft.planning import digest
 
     method, cell, seed = args.cell
     tree = ResultsTree(args.results)
@@ -328,7 +328,7 @@ def _cell_argument(text: str) -> tuple[str, str, str]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from graft.plan import describe
+    from graft.planning.plan import describe
 
     profile = args.profile
     if profile is None and DEFAULT_PROFILE.is_dir():

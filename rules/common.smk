@@ -1,4 +1,4 @@
-"""Helpers that turn the config into target paths: the cell list comes from graft.plan, every path from
+"""Helpers that turn the config into target paths: the cell list comes from graft.planning.plan, every path from
 graft.results, the report's files from graft.report.build."""
 
 import json
@@ -7,10 +7,10 @@ from pathlib import Path
 import yaml
 
 from graft.config import config_from_dict
-from graft.job_lengths import evaluation_parts
-from graft.launch import train_launcher
-from graft.plan import base_seeds, checkpoint_steps, training_cells
-from graft.preflight import environment_problem, slurm_problem
+from graft.planning.job_lengths import evaluation_parts
+from graft.planning.launch import train_launcher
+from graft.planning.plan import base_seeds, checkpoint_steps, training_cells
+from graft.planning.preflight import environment_problem, slurm_problem
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
 
@@ -118,8 +118,8 @@ def train_settings():
 
 
 def train_nodes():
-    """A training job's nodes; several: one Slurm task per node, each a torchrun (graft.launch), which the job's
-    command starts with srun itself (the Slurm executor's "mpi" resource: no srun around the command).
+    """A training job's nodes; several: one Slurm task per node, each a torchrun (graft.planning.launch), which the
+    job's command starts with srun itself (the Slurm executor's "mpi" resource: no srun around the command).
     """
     n = CFG.scale.nodes
     return {"nodes": n, **({"tasks": n, "mpi": "srun"} if n > 1 else {})}

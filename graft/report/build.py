@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
-from graft.plan import training_cells
+from graft.planning.plan import training_cells
 from graft.report.figures import figure1, figure3a, figure3b, figure_dynamics
 from graft.report.table import Table
 from graft.report.tables import (

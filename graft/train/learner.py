@@ -112,10 +112,10 @@ def compute_in(model: torch.nn.Module, dtype: torch.dtype) -> None:
 
 def make_learner(name: str, cfg: RunConfig, method: Method, world: World = SINGLE) -> Learner:
     """The model with float32 master weights on every run, computing in the configured dtype; built in the order
-    graft.memory plans a GPU for: the model is loaded on the CPU, the rollout engine starts (vLLM takes its share of
-    the GPU's free memory when it starts, and refuses to start when less is free) and goes to sleep, and only then
-    does the model reach the GPU, sharded there piece by piece (FSDP2 moves each shard to its device), or whole on
-    one process."""
+    graft.planning.memory plans a GPU for: the model is loaded on the CPU, the rollout engine starts (vLLM takes its
+    share of the GPU's free memory when it starts, and refuses to start when less is free) and goes to sleep, and only
+    then does the model reach the GPU, sharded there piece by piece (FSDP2 moves each shard to its device), or whole
+    on one process."""
     spec = cfg.models[name]
     compute = DTYPES[spec.dtype]
     policy = load_policy(name, spec, dtype="float32")

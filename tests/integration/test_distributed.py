@@ -382,7 +382,7 @@ def test_a_killed_split_run_resumes_to_the_uninterrupted_result(split_run, tmp_p
 
 def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_resumes(split_run, tmp_path):
     """SIGURG (Slurm's warning before a time limit) to one of the two processes of a split run started as the
-    training rule starts it (python -m graft.launch): both processes stop at the same step, the state there is
+    training rule starts it (python -m graft.planning.launch): both processes stop at the same step, the state there is
     saved as an interim checkpoint (the only one before the end), process 0, which had no signal, reports the stop,
     and the job exits non-zero; --resume ends with the uninterrupted run's metrics and weights."""
     import json
@@ -400,7 +400,7 @@ def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_re
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "run"
     args = ["train", "--config", str(path), "--method", "graft", "--models", "A,B", "--seed", "0", "--steps", "6"]
-    launch = [sys.executable, "-m", "graft.launch", "--nodes", "1", "--processes", "2", "--", *args]
+    launch = [sys.executable, "-m", "graft.planning.launch", "--nodes", "1", "--processes", "2", "--", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     log = tmp_path / "stderr.log"
     with log.open("w") as stderr:

@@ -246,7 +246,11 @@ def command_imports(shell: str, params: dict[str, str]) -> set[str] | None:
     for key, value in params.items():
         shell = shell.replace(f"{{params.{key}}}", value)
     words = shell.split()
-    starts = [i for i, w in enumerate(words) if w in ("graft", "graft.cli") or (w == "--" and "graft.launch" in words)]
+    starts = [
+        i
+        for i, w in enumerate(words)
+        if w in ("graft", "graft.cli") or (w == "--" and "graft.planning.launch" in words)
+    ]
     if not starts:
         return None
     command = []
@@ -271,7 +275,7 @@ def command_imports(shell: str, params: dict[str, str]) -> set[str] | None:
         reached.add(name)
         todo += [n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions]
     local = {n for name in reached for n in imported_names(functions[name], "graft.cli", False)}
-    launch = {"graft.launch"} if "graft.launch" in words else set()
+    launch = {"graft.planning.launch"} if "graft.planning.launch" in words else set()
     return third_party_imports(at_import | local | launch)
 
 

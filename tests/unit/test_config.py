@@ -11,7 +11,7 @@ import yaml
 from graft.cli import main
 from graft.config import config_from_dict, load_config
 from graft.errors import ConfigError
-from graft.plan import checkpoint_steps, training_cells
+from graft.planning.plan import checkpoint_steps, training_cells
 
 CONFIGS = ("config/config.yaml", "config/smoke.yaml", "config/paper.yaml")
 
@@ -132,7 +132,7 @@ def test_paper_scale_matches_the_slurm_profile():
 def test_rehearsal_is_the_paper_config_in_shape():
     """config/rehearsal.yaml runs paper.yaml's DAG on the scale path: the same cells per method, evaluation jobs,
     vLLM rollouts under torchrun, chat prompts with the paper's suffix and its evaluation protocol."""
-    from graft.plan import training_cells
+    from graft.planning.plan import training_cells
 
     paper, rehearsal = load_config("config/paper.yaml"), load_config("config/rehearsal.yaml")
     shape = lambda cfg: sorted((c.method, c.cell, c.seed) for c in training_cells(cfg))  # noqa: E731

@@ -1,4 +1,4 @@
-"""Where a run's models live (graft.engine.placement), how a training job starts its processes (graft.launch),
+"""Where a run's models live (graft.engine.placement), how a training job starts its processes (graft.planning.launch),
 and what the placement does to graft plan's memory and job lengths."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 from graft.config import ConfigError, config_from_dict, read_yaml
 from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
-from graft.job_lengths import job_kinds
-from graft.launch import RENDEZVOUS_PORTS, rendezvous_port, torchrun_command, train_launcher
-from graft.launch import main as launch_main
-from graft.memory import GB, NCCL_COMMUNICATOR_BYTES, cell_phases, shards_per_model
-from graft.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
+from graft.planning.job_lengths import job_kinds
+from graft.planning.launch import RENDEZVOUS_PORTS, rendezvous_port, torchrun_command, train_launcher
+from graft.planning.launch import main as launch_main
+from graft.planning.memory import GB, NCCL_COMMUNICATOR_BYTES, cell_phases, shards_per_model
+from graft.planning.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
 from graft.train.trainer import job_gpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +46,13 @@ def test_deepspeed_shards_over_the_whole_job_only():
 def test_launchers_for_one_process_one_node_and_several_nodes():
     cfg = _config("config/paper.yaml")
     assert train_launcher(dataclasses.replace(cfg.scale, processes=1)) == "graft"
-    assert train_launcher(cfg.scale) == "python -m graft.launch --nodes 1 --processes 4 --"
+    assert train_launcher(cfg.scale) == "python -m graft.planning.launch --nodes 1 --processes 4 --"
     assert torchrun_command(1, 4, ["train"])[3:] == ["--standalone", "--nproc-per-node=4", "-m", "graft.cli", "train"]
     # several nodes: one task per node with the CPUs sbatch gave each task, which srun no longer takes from the job
     two = dataclasses.replace(cfg.scale, nodes=2)
     assert train_launcher(two, cpus_per_task=64) == (
         "srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --cpus-per-task 64 --kill-on-bad-exit=1 "
-        "python -m graft.launch --nodes 2 --processes 4 --"
+        "python -m graft.planning.launch --nodes 2 --processes 4 --"
     )
     # CI's one-node cluster packs the two tasks onto its node
     assert "--nodes 1 --ntasks 2 --ntasks-per-node 2 " in train_launcher(two, 1, allocated_nodes=1)

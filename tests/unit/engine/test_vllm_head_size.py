@@ -10,7 +10,7 @@ import pytest
 from graft.config import config_from_dict
 from graft.engine import vllm
 from graft.errors import ConfigError
-from graft.plan import training_cells
+from graft.planning.plan import training_cells
 
 
 def _model_dir(path, **config):

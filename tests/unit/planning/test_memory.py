@@ -1,5 +1,5 @@
-"""The memory plan's terms (graft.memory) on hand-worked sizes, DeepSpeed's own estimators beside its ZeRO term,
-the plan's refusal of an engine share that no GPU holds, and its monotonicity in the budgets."""
+"""The memory plan's terms (graft.planning.memory) on hand-worked sizes, DeepSpeed's own estimators beside its ZeRO
+term, the plan's refusal of an engine share that no GPU holds, and its monotonicity in the budgets."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from graft.cli import main
 from graft.config import ConfigError, ModelSizes, config_from_dict, read_yaml
-from graft.memory import (
+from graft.planning.memory import (
     CUDA_CONTEXT_BYTES,
     CUDA_GRAPH_BYTES,
     ENGINE_NON_TORCH_BYTES,
@@ -36,7 +36,7 @@ from graft.memory import (
     rollout_kv_tokens,
     zero_state_bytes,
 )
-from graft.plan import describe, training_cells
+from graft.planning.plan import describe, training_cells
 
 # hidden 4, intermediate 8, 2 heads and 1 KV head of 2 dims, vocabulary 10, 3 layers
 TINY = ModelSizes(layers=3, hidden=4, intermediate=8, heads=2, kv_heads=1, head_dim=2, vocab=10)
@@ -230,7 +230,7 @@ def test_a_packed_pass_plans_every_token_of_its_budget_as_a_response_position():
     so the plan takes every token as one: with a chunk that holds every position, that many more positions'
     logits (3 float32 copies of Qwen3's vocabulary) and hidden states in the scoring pass."""
     from graft.config import config_from_dict, read_yaml
-    from graft.memory import cell_phases
+    from graft.planning.memory import cell_phases
 
     data = read_yaml("config/paper.yaml")
     scoring = {}

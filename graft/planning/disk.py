@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graft.config import RunConfig
-from graft.job_lengths import problem_count
-from graft.memory import DTYPE_BYTES, GB, model_sizes, parameters
+from graft.planning.job_lengths import problem_count
+from graft.planning.memory import DTYPE_BYTES, GB, model_sizes, parameters
 
 RESUME_BYTES_PER_PARAMETER = 12
 """The resume state of one model in one checkpoint: float32 weights and AdamW's two float32 moments (one process's
@@ -88,7 +88,7 @@ def _times(count: float, value: float | None) -> float | None:
 
 
 def disk_use(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str]) -> list[DiskUse]:
-    """Each kind of output of ``cells`` (graft.plan.TrainingCell) with checkpoint ``steps``, then the total;
+    """Each kind of output of ``cells`` (graft.planning.plan.TrainingCell) with checkpoint ``steps``, then the total;
     ``base_evaluations``: the model of each evaluation of a base model."""
     from graft.methods import get_method
 
@@ -160,8 +160,8 @@ def disk_lines(cfg: RunConfig, uses: list[DiskUse], steps: list[int]) -> list[st
 
     t, w = cfg.train, cfg.workflow
     lines = [
-        "disk (GB; graft/disk.py says what each output holds; ? where a model's sizes or a benchmark's size is "
-        "unknown):",
+        "disk (GB; graft/planning/disk.py says what each output holds; ? where a model's sizes or a benchmark's size "
+        "is unknown):",
         f"  {'output':<16}{'largest cell':>16}{'all cells, kept':>18}{'nothing removed':>18}",
     ]
     lines += [f"  {u.kind:<16}{gb(u.cell):>16}{gb(u.kept):>18}{gb(u.everything):>18}" for u in uses]

@@ -9,15 +9,15 @@ import yaml
 from snakemake.utils import validate
 
 import graft.config
-from graft.config_schema import SCHEMA_PATH, render
+from graft.planning.config_schema import SCHEMA_PATH, render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / SCHEMA_PATH
 CONFIGS = sorted([*(ROOT / "config").glob("*.yaml"), *(ROOT / "bench" / "results").glob("*.config.yaml")])
 
 
 def test_the_committed_schema_is_the_one_the_dataclasses_generate():
-    assert SCHEMA.read_text() == render(), "regenerate it: python -m graft.config_schema > " + SCHEMA_PATH
+    assert SCHEMA.read_text() == render(), "regenerate it: python -m graft.planning.config_schema > " + SCHEMA_PATH
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))

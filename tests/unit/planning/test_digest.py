@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from graft import digest
 from graft.cli import main
 from graft.errors import ConfigError
+from graft.planning import digest
 from graft.results import ResultsTree
 
 NUMERICS = {"mode": "avx2", "environment": {"ATEN_CPU_CAPABILITY": "avx2"}, "threads": 1, "cpu": "A"}
@@ -186,5 +186,5 @@ def test_the_digest_check_finds_the_record_of_the_machine_s_cpu_vendor(monkeypat
 
     monkeypatch.setattr(numerics, "_cpu_model", lambda: model)
     assert numerics.cpu_vendor() == vendor
-    records = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "config" / "digests").glob("*.json"))
+    records = sorted(p.name for p in (Path(__file__).resolve().parents[3] / "config" / "digests").glob("*.json"))
     assert records == ["default.intel.json", "default.json"]

@@ -1,6 +1,6 @@
 """The Slurm profile's pre-flight check: one line naming what is missing and how to run without Slurm."""
 
-from graft.preflight import slurm_problem
+from graft.planning.preflight import slurm_problem
 
 
 def test_a_machine_without_slurm_gets_one_line_naming_the_missing_tools():

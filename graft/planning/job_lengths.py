@@ -75,7 +75,7 @@ def evaluation_parts(steps: list[int], per_job: int | None) -> list[list[int]]:
 
 
 def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str]) -> list[JobKind]:
-    """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.plan.TrainingCell) with checkpoint
+    """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.planning.plan.TrainingCell) with checkpoint
     ``steps``; ``base_evaluations``: the model of each evaluation of a base model."""
     from graft.methods import get_method
 

@@ -1,4 +1,5 @@
-"""Job lengths and GPU-hours that graft plan prints beside the Slurm profile's limits (graft/job_lengths.py)."""
+"""Job lengths and GPU-hours that graft plan prints beside the Slurm profile's limits
+(graft/planning/job_lengths.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graft.config import load_config
-from graft.job_lengths import (
+from graft.planning.job_lengths import (
     evaluation_hours,
     evaluation_parts,
     job_kinds,
@@ -19,7 +20,7 @@ from graft.job_lengths import (
     problem_count,
     profile_runtimes,
 )
-from graft.plan import base_evaluations, checkpoint_steps, describe, training_cells
+from graft.planning.plan import base_evaluations, checkpoint_steps, describe, training_cells
 
 PAPER = Path("config/paper.yaml")
 

@@ -173,7 +173,7 @@ def largest_layer_parameters(sizes: ModelSizes) -> int:
 def zero_state_bytes(sizes: ModelSizes, stage: int, gpus: int) -> float:
     """A model's state per GPU under DeepSpeed ZeRO at ``stage`` over ``gpus`` processes, as DeepSpeed's own
     estimators give it without offload (``estimate_zero2_model_states_mem_needs``,
-    ``estimate_zero3_model_states_mem_needs``; tests/unit/test_memory.py calls them): 18 bytes a parameter over
+    ``estimate_zero3_model_states_mem_needs``; tests/unit/planning/test_memory.py calls them): 18 bytes a parameter over
     the GPUs (float32 masters, AdamW's two moments, 16- and 32-bit gradients), and the 16-bit parameters whole at
     stage 2 or, at stage 3, the largest layer gathered in float32."""
     p = parameters(sizes)

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig, model_groups
-from graft.disk import disk_lines, disk_use
 from graft.errors import ConfigError
-from graft.job_lengths import job_kinds, job_lines, profile_runtimes
-from graft.memory import (
+from graft.methods import get_method, group_problem
+from graft.planning.disk import disk_lines, disk_use
+from graft.planning.job_lengths import job_kinds, job_lines, profile_runtimes
+from graft.planning.memory import (
     DTYPE_BYTES,
     GB,
     VLLM_MAX_NUM_SEQS,
@@ -30,7 +31,6 @@ from graft.memory import (
     rollout_kv_tokens,
     shards_per_model,
 )
-from graft.methods import get_method, group_problem
 from graft.results import ResultsTree, RunDir, replay_cell
 
 
@@ -241,7 +241,7 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     lines = [
         f"placement and memory per GPU (GB of 1e9 bytes; scale.placement: {s.placement}, scale.sharding: "
         f"{s.sharding}, {s.nodes} node(s) x {s.processes} GPU(s) per job, scale.gpu_memory_gb = {s.gpu_memory_gb:g} "
-        "GB, the total CUDA reports; graft/memory.py says what each phase holds):"
+        "GB, the total CUDA reports; graft/planning/memory.py says what each phase holds):"
     ]
     names = None
     for models, phases in memory_plans(cfg, cells).items():
@@ -267,7 +267,7 @@ def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
 
 
 def held_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
-    """What each GPU holds through every phase, term by term (graft.memory.Held), per set of models."""
+    """What each GPU holds through every phase, term by term (graft.planning.memory.Held), per set of models."""
     held = {models: cell_held(cfg, models, ref) for models, ref in reference_models(cfg, cells).items()}
     known: dict[tuple[str, ...], Held] = {m: h for m, h in held.items() if h is not None}
     if not known:

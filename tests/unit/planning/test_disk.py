@@ -1,4 +1,5 @@
-"""The disk that graft plan prints per kind of output (graft/disk.py): a hand-worked cell and the paper config."""
+"""The disk that graft plan prints per kind of output (graft/planning/disk.py): a hand-worked cell and the paper
+config."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import dataclasses
 from pathlib import Path
 
 from graft.config import ModelSizes, load_config
-from graft.disk import disk_use
-from graft.plan import TrainingCell, describe
+from graft.planning.disk import disk_use
+from graft.planning.plan import TrainingCell, describe
 
 PAPER = Path("config/paper.yaml")
 

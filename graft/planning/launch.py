@@ -6,8 +6,8 @@ task was given (since Slurm 22.05 ``srun`` no longer takes them from the job), a
 which starts that node's ``torchrun``; the torchruns meet by c10d rendezvous at the job's first node, whose task
 says that it hosts the rendezvous store (rather than each guessing from host names), on a port derived from the
 Slurm job id (so two jobs sharing a node do not collide), and number the nodes among themselves. ``python -m
-graft.launch --nodes N --processes P -- train ...`` with N > 1 outside a Slurm job says so in one line and starts
-nothing. Either torchrun lets its processes save for ``STOP_GRACE_S`` after passing them SIGTERM
+graft.planning.launch --nodes N --processes P -- train ...`` with N > 1 outside a Slurm job says so in one line and
+starts nothing. Either torchrun lets its processes save for ``STOP_GRACE_S`` after passing them SIGTERM
 (graft.train.stop).
 """
 
@@ -41,10 +41,10 @@ def train_launcher(scale: ScaleSpec, cpus_per_task: int = 1, allocated_nodes: in
         return (
             f"srun --nodes {nodes} --ntasks {scale.nodes} --ntasks-per-node {-(-scale.nodes // nodes)} "
             f"--cpus-per-task {cpus_per_task} --kill-on-bad-exit=1 "
-            f"python -m graft.launch --nodes {scale.nodes} --processes {scale.processes} --"
+            f"python -m graft.planning.launch --nodes {scale.nodes} --processes {scale.processes} --"
         )
     if scale.processes > 1:
-        return f"python -m graft.launch --nodes 1 --processes {scale.processes} --"
+        return f"python -m graft.planning.launch --nodes 1 --processes {scale.processes} --"
     return "graft"
 
 
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     job_id, nodelist, task = (os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_PROCID"))
     if not job_id or not nodelist or task is None:
         print(
-            f"graft.launch: scale.nodes: {ns.nodes} needs a Slurm job step (srun sets SLURM_JOB_ID, "
+            f"graft.planning.launch: scale.nodes: {ns.nodes} needs a Slurm job step (srun sets SLURM_JOB_ID, "
             "SLURM_JOB_NODELIST and SLURM_PROCID); run it through the Slurm profile, or set scale.nodes: 1",
             file=sys.stderr,
         )

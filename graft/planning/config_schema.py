@@ -2,7 +2,7 @@
 
 Snakemake validates the config against the schema before it parses the rules; the dataclasses (graft.config) then
 check every value. Generating the one from the other keeps them from disagreeing: every field of every section,
-its type, its allowed values and its docstring as the description. ``python -m graft.config_schema`` prints it;
+its type, its allowed values and its docstring as the description. ``python -m graft.planning.config_schema`` prints it;
 a test compares it with the committed file.
 """
 
@@ -96,7 +96,8 @@ def config_schema() -> dict:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "description": "GRAFT workflow configuration, generated from graft.config's dataclasses by "
-        "graft/config_schema.py (python -m graft.config_schema); graft.config checks every value's range.",
+        "graft/planning/config_schema.py (python -m graft.planning.config_schema); graft.config checks every value's "
+        "range.",
         **schema,
     }
 
