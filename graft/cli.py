@@ -15,9 +15,9 @@ from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
 from graft.methods import PRESETS, Method, get_method, resolve_all
 from graft.numerics import check_mode
-from graft.offline import go_offline
-from graft.progress import Progress
 from graft.results import ResultsTree, RunDir, is_pruned, write_text
+from graft.services.offline import go_offline
+from graft.services.progress import Progress
 
 USAGE = (
     "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
@@ -34,7 +34,7 @@ DEFAULT_PROFILE = Path("workflow/profiles/slurm")
 
 
 def _log_event(event: str, **fields) -> None:
-    """Progress: JSON Lines on stderr (logs, Slurm), bars and lines on a terminal (graft.progress)."""
+    """Progress: JSON Lines on stderr (logs, Slurm), bars and lines on a terminal (graft.services.progress)."""
     _PROGRESS.emit(event, **fields)
 
 

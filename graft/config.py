@@ -489,7 +489,7 @@ class WorkflowSpec:
     hf_home: str | None = None
     """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
-    (graft.offline), so a missing file fails at once with its name instead of waiting on the network."""
+    (graft.services.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
     def __post_init__(self) -> None:
         if self.eval_checkpoints_per_job is not None and self.eval_checkpoints_per_job < 1:

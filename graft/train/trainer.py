@@ -33,7 +33,7 @@ from graft.errors import ConfigError
 from graft.numerics import numerics_record
 from graft.results import RunDir, write_text
 from graft.seeding import generator
-from graft.tracking import Tracker, check_backends
+from graft.services.tracking import Tracker, check_backends
 from graft.train import checkpoint
 from graft.train.exchange import Group, Row, build_groups
 from graft.train.learner import Learner, make_learner

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "config").glob("*.yaml"))
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # Selected by the config and refused with one line when missing (graft.engine.vllm, graft.engine.deepspeed_engine,
-# graft.tracking): an environment without the extra never runs the import.
+# graft.services.tracking): an environment without the extra never runs the import.
 CONFIG_SELECTED_EXTRAS = ("gpu", "tracking")
 
 RULES = """

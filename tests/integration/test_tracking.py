@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from graft.config import LoggingSpec, load_config
 from graft.errors import ConfigError
 from graft.methods import get_method
-from graft.tracking import run_name, scalars
+from graft.services.tracking import run_name, scalars
 from graft.train.request import TrainRequest
 from graft.train.trainer import Trainer
 

@@ -3,7 +3,7 @@
 import io
 import json
 
-from graft.progress import Progress
+from graft.services.progress import Progress
 
 
 class Terminal(io.StringIO):

@@ -1,6 +1,6 @@
 """Only graft fetch reaches the Hugging Face hub."""
 
-from graft.offline import go_offline
+from graft.services.offline import go_offline
 
 
 def test_only_fetch_reaches_the_hub():
