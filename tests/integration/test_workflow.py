@@ -56,14 +56,41 @@ def smk(results: Path, *args, check: bool = True):
     return run(*smk_cmd(results, *args), check=check)
 
 
-def start_smk(results: Path, *args) -> subprocess.Popen:
+def start_smk(results: Path, *args, log: Path | None = None) -> subprocess.Popen:
     """Snakemake on the smoke config in the background, in a session of its own (so that a test can kill it with
-    everything it runs)."""
+    everything it runs); its output goes to ``log`` where one is given."""
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     cmd = smk_cmd(results, *args)
-    return subprocess.Popen(
-        cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    if log is None:
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    with log.open("w") as out:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+
+
+def wait_for(event, proc: subprocess.Popen, what: str, timeout: float = 300) -> None:
+    """Poll ``event`` until it holds; fail if ``proc`` ends first or ``timeout`` seconds pass. The timeout is far
+    above the wait on a slow machine: it only keeps a broken run from hanging the suite."""
+    deadline = time.monotonic() + timeout
+    while not event():
+        if proc.poll() is not None:  # it may have ended just after the event
+            assert event(), f"Snakemake ended before {what}"
+            return
+        assert time.monotonic() < deadline, f"no {what} within {timeout:.0f} s"
+        time.sleep(0.01)
+
+
+def jobs_finished(log: str, rule: str) -> set[Path]:
+    """The outputs of the jobs of ``rule`` that a Snakemake log reports finished. Snakemake reports a job finished
+    only after recording it complete, so a rerun after a kill does not redo these; a job whose output exists
+    without the report may be redone."""
+    outputs = {}
+    for block in re.finditer(rf"^(?:local)?rule {rule}:\n((?:    .*\n)+)", log, re.M):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(1), re.M))
+        outputs[fields["jobid"]] = [Path(p) for p in fields["output"].split(", ")]
+    done = re.findall(rf"^Finished jobid: (\d+) \(Rule: {rule}\)$", log, re.M)
+    return {path for jobid in done for path in outputs[jobid]}
 
 
 def job_counts(proc) -> dict[str, int]:
@@ -227,32 +254,36 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     cells = job_counts(smk(results, "all", "--dry-run"))["train"]
     assert cells == 2
     kept = {done: done.stat().st_mtime for done in results.glob("runs/*/*/seed*/done.json")}
-    proc = start_smk(results, "all")
+    log = tmp_path / "snakemake.log"
+    proc = start_smk(results, "all", log=log)
     try:
-        deadline = time.monotonic() + 300
         victim = None
-        while victim is None and time.monotonic() < deadline and proc.poll() is None:
+
+        def a_training_job_runs() -> bool:
+            nonlocal victim
             for lock in results.glob("runs/*/*/seed*/.lock"):
                 with contextlib.suppress(OSError, ValueError):
                     victim = (lock.parent, json.loads(lock.read_text())["pid"])
-                    break
-            time.sleep(0.01)
-        assert victim is not None, "no training job was seen running"
+                    return True
+            return False
+
+        wait_for(a_training_job_runs, proc, "training job running")
         run_dir, pid = victim
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)
-        killed_at = time.time()
-        os.killpg(proc.pid, signal.SIGKILL)
+        # Snakemake itself is killed once it has seen the job fail, as after a job lost on a real machine
+        wait_for(lambda: "Error in rule train:" in log.read_text(), proc, "failed training job in Snakemake's log")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     assert not (run_dir / "done.json").exists()
     finished = {p.parent: p.stat().st_mtime for p in results.glob("runs/*/*/seed*/done.json") if p not in kept}
-    # A cell that wrote done.json in the moment before Snakemake was killed may not be recorded as complete by it
-    # yet, and is then redone; any cell finished earlier is not.
-    settled = {run: mtime for run, mtime in finished.items() if mtime < killed_at - 2.0}
+    # A cell whose done.json Snakemake had not yet recorded complete when it was killed is redone; the cells its
+    # log reports finished are not.
+    recorded = jobs_finished(log.read_text(), "train")
+    settled = {run: mtime for run, mtime in finished.items() if run / "done.json" in recorded}
+    assert recorded <= {run / "done.json" for run in finished}
     smk(results, "--unlock")
     counts = job_counts(smk(results, "all", "--rerun-incomplete", "--dry-run"))
     assert cells - len(finished) <= counts["train"] <= cells - len(settled)  # only the cells that had not finished
@@ -283,10 +314,7 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
     assert job_counts(smk(results, eval_dir, "--dry-run")) == jobs
     proc = start_smk(results, eval_dir)
     try:
-        deadline = time.monotonic() + 300
-        while not list(run_dir.glob("evaluated/*/*.key")) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
+        wait_for(lambda: any(run_dir.glob("evaluated/*/*.key")), proc, "checkpoint evaluated")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
