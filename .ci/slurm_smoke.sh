@@ -22,7 +22,7 @@ timeout -s KILL 1500 snakemake all --profile workflow/profiles/slurm-ci --config
     tail -50 "$scratch/slurm.log"; exit 1; }
 submitted=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/slurm.log" || true)
 echo "jobs submitted with sbatch: $submitted"
-python3 .ci/compare_results.py "$local_results" "$slurm_results"
+python3 tests/helpers/compare_results.py "$local_results" "$slurm_results"
 
 # The id of the first running Slurm job of rule $1, waiting up to 10 minutes; empty if none ran.
 running_job() {
@@ -62,7 +62,7 @@ scancel "$job"
 echo "cancelled Slurm job $job mid-run"
 sleep 5
 rerun_after_kill "$workflow" "$killed_results" "$scratch/rerun.log"
-python3 .ci/compare_results.py "$local_results" "$killed_results"
+python3 tests/helpers/compare_results.py "$local_results" "$killed_results"
 
 # A killed evaluation job: on a copy of the Slurm run's tree with one co-training cell's evaluations removed (and
 # those kept beside its run), scancel the cell's evaluation job once it has finished its first of 4 checkpoint
@@ -91,7 +91,7 @@ events="$killed_eval/logs/eval/$cell/part0.log"
 echo "the retried job: $(grep -c '"event": "evaluate_kept"' "$events") kept," \
     "$(grep -c '"event": "evaluate"' "$events") evaluated"
 [ "$(grep -c '"event": "evaluate_kept"' "$events")" -eq "$kept" ] || { echo "kept evaluations were redone"; exit 1; }
-python3 .ci/compare_results.py "$local_results" "$killed_eval"
+python3 tests/helpers/compare_results.py "$local_results" "$killed_eval"
 
 # Several nodes: a training job of two Slurm tasks on this one node, each task a "node" of torchrun's c10d
 # rendezvous (scale.nodes: 2 of one process each; the rule's srun starts graft.planning.launch in each task), with the
@@ -116,7 +116,7 @@ timeout -s KILL 900 snakemake "$two_tasks/runs/$cell/done.json" --profile workfl
     --configfile "$scratch/two_tasks.yaml" --config results="$two_tasks" --set-resources train:nodes=1 \
     >"$scratch/two_tasks.log" 2>&1 || { tail -50 "$scratch/two_tasks.log"; cat "$two_tasks/logs/train/$cell.log"; exit 1; }
 grep -h "rendezvous\|graft.planning.launch\|srun --ntasks" "$two_tasks/logs/train/$cell.log" "$scratch/two_tasks.log" | head -3 || true
-python3 .ci/compare_results.py "$local_results" "$two_tasks"
+python3 tests/helpers/compare_results.py "$local_results" "$two_tasks"
 weights=0
 for file in "$local_results/runs/$cell"/checkpoints/step_*/*/model.safetensors; do
     cmp "$file" "$two_tasks/runs/$cell/${file#"$local_results/runs/$cell/"}"
@@ -195,4 +195,4 @@ grep -q "stopped by SIGURG" "$scratch/warned.log" && grep -q "stopped by SIGTERM
     echo "the jobs stopped on other signals than Slurm's warning and SIGTERM"; exit 1; }
 trained=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/stopped.log" || true)
 [ "$trained" -eq 3 ] || { echo "expected the warned job, the terminated retry and a third job, got $trained"; exit 1; }
-python3 .ci/compare_results.py --everything "$unstopped" "$stopped"
+python3 tests/helpers/compare_results.py --everything "$unstopped" "$stopped"

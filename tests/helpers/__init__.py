@@ -1,1 +1,2 @@
-"""Shared test code: the forced two-model world and the distributed test cases."""
+"""Shared test code: the forced two-model world, the distributed test cases, the tiny Qwen3 model, and
+compare_results.py, the check that two results trees agree, which the workflow tests and CI's Slurm check both run."""

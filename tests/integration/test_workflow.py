@@ -290,7 +290,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     smk(results, "all", "--rerun-incomplete")
     assert all(done.stat().st_mtime == mtime for done, mtime in ((d / "done.json", m) for d, m in settled.items()))
     assert all(done.stat().st_mtime == mtime for done, mtime in kept.items())
-    compare = run(sys.executable, ".ci/compare_results.py", smoke, results)
+    compare = run(sys.executable, "tests/helpers/compare_results.py", smoke, results)
     assert compare.returncode == 0, compare.stdout + compare.stderr
 
 

@@ -4,7 +4,7 @@ Timings (step times, GPU-hours, the cost table), paths and what only a placement
 between runs and are left out; everything else must be equal.
 With --everything, also the report's tables (CSV, cell by cell), the trajectory archives and the checkpoint and
 toy-model weights (byte for byte): what a refactoring that promises unchanged results must keep.
-Usage: python .ci/compare_results.py [--everything] A B
+Usage: python tests/helpers/compare_results.py [--everything] A B
 """
 
 import csv
