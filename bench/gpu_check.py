@@ -60,6 +60,7 @@ from graft.engine.rollout import HFRollout
 from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
 from graft.errors import ConfigError
 from graft.methods import get_method
+from graft.planning.step_time import GPU_CHECK_ARCHITECTURES, GPU_CHECK_ROW
 from graft.train.exchange import Row
 from graft.train.learner import compute_in
 from graft.train.update import UpdateSettings, minibatch_update
@@ -125,10 +126,11 @@ def settings(tiny: bool) -> SimpleNamespace:
                                update_rows=2, vllm_memory=0.3, max_num_seqs=None)  # fmt: skip
     paper = read_yaml(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")["scale"]
     return SimpleNamespace(prompts=16, n=8, hf_prompts=2, hf_n=4, hf_response_tokens=512, prompt_tokens=256,
-                           response_tokens=4096,
-                           train_rows=16, micro_batch=16, micro_batch_tokens=36864, model=QWEN3_17B,
-                           memory={"smollm3": SMOLLM3_3B, "qwen3": QWEN3_17B}, score_rows=16, memory_prompt=2048,
-                           memory_response=4096, update_rows=6, vllm_memory=paper["vllm_memory"],
+                           response_tokens=4096, train_rows=16, micro_batch=16, micro_batch_tokens=36864,
+                           model=QWEN3_17B, score_rows=16,
+                           memory=dict(zip(GPU_CHECK_ARCHITECTURES, (SMOLLM3_3B, QWEN3_17B), strict=True)),
+                           memory_prompt=GPU_CHECK_ROW[0], memory_response=GPU_CHECK_ROW[1],
+                           update_rows=6, vllm_memory=paper["vllm_memory"],
                            max_num_seqs=paper.get("vllm_max_num_seqs"))  # fmt: skip
 
 

@@ -461,8 +461,26 @@ class WorkflowSpec:
     build_threads: int = 2
     """CPU threads per toy-model build. On 2 cores two warm-ups side by side at 1 thread each (0.25 s per step each,
     0.6M parameters) get through more steps than one at a time at 2 threads (0.16 s per step)."""
-    gpu_hours_per_step: float = 0.0
-    """Estimated GPU-hours of one n=8 training step of one model, for ``graft plan`` (0 on the CPU default)."""
+    gpu_peak_tflops: float | None = None
+    """Dense bf16 TFLOP/s of one GPU (an H200: 989, NVIDIA's datasheet), the scale of the step time that
+    ``graft plan``'s training job lengths rest on (graft.planning.step_time). None: training jobs get no length
+    (the CPU default)."""
+    model_flops_utilization: float = 0.3
+    """Share of ``gpu_peak_tflops`` that scoring and the update reach, where ``gpu_check`` has not measured it."""
+    sync_gb_per_s: float = 0.5
+    """The weight sync's GB per second (the node's file written and read back), where ``gpu_check`` has not
+    measured it."""
+    rollout_tokens_per_s: dict[str, float] = field(default_factory=dict)
+    """Tokens per second one GPU samples for a model during training (its engine beside the trainer, at
+    ``scale.vllm_memory``), per model name, for the step time; a model without an entry gets no training length."""
+    mean_prompt_tokens: int | None = None
+    """Mean length of a prompt in tokens, its template included, for the step time; None: the maximum."""
+    exchange_share: float = 0.1
+    """Share of a step's prompts on which a receiver takes a peer's responses under a selective rule (GRAFT's
+    complementary groups, SGT's failures), for the scoring those responses add to a step."""
+    gpu_check: str | None = None
+    """A ``bench/gpu_check.py`` report (JSON, relative to the working directory) whose measured utilization and
+    sync bandwidth replace ``model_flops_utilization`` and ``sync_gb_per_s``; None, or a file not there: those."""
     generation_tokens_per_s: dict[str, float] = field(default_factory=dict)
     """Tokens per second one GPU generates for a model (every sequence of an evaluation in flight), per model name,
     for the job lengths ``graft plan`` prints; a model without an entry gets no estimate."""
@@ -499,9 +517,20 @@ class WorkflowSpec:
             )
         if self.mean_response_tokens is not None and self.mean_response_tokens < 1:
             raise FieldError("mean_response_tokens", f"{self.mean_response_tokens} is not allowed; expected >= 1")
-        for name, rate in self.generation_tokens_per_s.items():
-            if not rate > 0:
-                raise FieldError(f"generation_tokens_per_s.{name}", f"{rate} is not allowed; expected > 0")
+        for field_name in ("generation_tokens_per_s", "rollout_tokens_per_s"):
+            for name, rate in getattr(self, field_name).items():
+                if not rate > 0:
+                    raise FieldError(f"{field_name}.{name}", f"{rate} is not allowed; expected > 0")
+        for name in ("gpu_peak_tflops", "sync_gb_per_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise FieldError(name, f"{value} is not allowed; expected > 0")
+        for name in ("model_flops_utilization", "exchange_share"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise FieldError(name, f"{value} is not allowed; expected a share in (0, 1]")
+        if self.mean_prompt_tokens is not None and self.mean_prompt_tokens < 1:
+            raise FieldError("mean_prompt_tokens", f"{self.mean_prompt_tokens} is not allowed; expected >= 1")
         _check_seeds("main_seeds", self.main_seeds)
         _check_seeds("other_seeds", self.other_seeds)
         for name, seeds in self.method_seeds.items():
@@ -725,6 +754,7 @@ class RunConfig:
             ("baseline_models", w.baseline_models, "model", self.models),
             ("baseline_pairs", w.baseline_pairs, "pair", self.pairs),
             ("generation_tokens_per_s", w.generation_tokens_per_s, "model", self.models),
+            ("rollout_tokens_per_s", w.rollout_tokens_per_s, "model", self.models),
             ("ablation_pair", [w.ablation_pair] if w.ablation_pair else [], "pair", self.pairs),
         ):
             for name in names or []:

@@ -1,9 +1,10 @@
 """How long each kind of job of the workflow runs, from its work, and what that costs in GPU-hours.
 
 ``graft plan`` prints these beside the Slurm profile's limits before anything is submitted. Training jobs are
-estimated from ``workflow.gpu_hours_per_step``; evaluation jobs from the tokens they generate (problems x
-samples x mean response tokens) at ``workflow.generation_tokens_per_s`` of each model. Both figures are the
-config's, stated with their source there; nothing here is measured.
+their steps times the step time of their cell under ``scale.placement`` (graft.planning.step_time: generation,
+scoring, the update and the sync); evaluation jobs the tokens they generate (problems x samples x mean response
+tokens) at ``workflow.generation_tokens_per_s`` of each model. The figures are the config's, stated with their
+source there, and a GPU check's where ``workflow.gpu_check`` names one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from graft.config import RunConfig
 from graft.data.benchmarks import DATASET_SIZES
 from graft.errors import ConfigError
+from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
 
 
 @dataclass(frozen=True)
@@ -77,17 +79,14 @@ def evaluation_parts(steps: list[int], per_job: int | None) -> list[list[int]]:
 def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str]) -> list[JobKind]:
     """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.planning.plan.TrainingCell) with checkpoint
     ``steps``; ``base_evaluations``: the model of each evaluation of a base model."""
-    from graft.methods import get_method
-
     w = cfg.workflow
     gpus = cfg.scale.processes * cfg.scale.nodes
+    rates = gpu_rates(cfg)
 
     def train_hours(cell) -> float | None:
-        if not w.gpu_hours_per_step:
-            return None
-        n = get_method(cell.method, cfg.methods).n
-        # the same under either placement: split, each model has 1/K of the GPUs for the whole step
-        return cfg.train.steps * len(cell.models) * (n / 8) * w.gpu_hours_per_step / gpus
+        placement = cfg.scale.placement
+        parts = None if rates is None else cell_steps(cfg, rates, cell.method, cell.models, placement)
+        return None if parts is None else cfg.train.steps * step_seconds(parts, placement) / 3600
 
     each = {model: evaluation_hours(cfg, model) for model in cfg.models}  # reads the benchmark files once
 

@@ -31,6 +31,7 @@ from graft.planning.memory import (
     rollout_kv_tokens,
     shards_per_model,
 )
+from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
 from graft.results import ResultsTree, RunDir, replay_cell
 
 
@@ -208,6 +209,7 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     lines += memory_lines(cfg, cells)
     lines += disk_lines(cfg, disk_use(cfg, cells, steps, base), steps)
     lines += estimate_basis(cfg)
+    lines += step_lines(cfg, cells)
     kinds = job_kinds(cfg, cells, steps, base)
     limits = None if profile is None else profile_runtimes(profile)
     lines += job_lines(kinds, limits, None if profile is None else str(profile))
@@ -215,23 +217,62 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
 
 
 def estimate_basis(cfg: RunConfig) -> list[str]:
-    """What the job lengths rest on, in the config's own figures."""
+    """What the job lengths rest on, each figure with its source."""
     w = cfg.workflow
-    if not w.gpu_hours_per_step and not w.generation_tokens_per_s:
+    rates = gpu_rates(cfg)
+    if rates is None and not w.generation_tokens_per_s:
         return [
-            "job lengths: not estimated (a CPU configuration: set workflow.gpu_hours_per_step and "
-            "workflow.generation_tokens_per_s)"
+            "job lengths: not estimated (a CPU configuration: set workflow.gpu_peak_tflops, "
+            "workflow.rollout_tokens_per_s and workflow.generation_tokens_per_s)"
         ]
-    rates = ", ".join(f"{m} {r:,.0f}" for m, r in w.generation_tokens_per_s.items()) or "none"
-    tokens = (
+
+    def per_model(rates: dict[str, float]) -> str:
+        return ", ".join(f"{m} {r:,.0f}" for m, r in rates.items()) or "none"
+
+    response = (
         f"{w.mean_response_tokens:,} (workflow.mean_response_tokens)"
         if w.mean_response_tokens
         else f"{cfg.eval_response_tokens():,}, the maximum"
     )
-    return [
-        f"job lengths rest on: workflow.gpu_hours_per_step = {w.gpu_hours_per_step} per n=8 model-step of training;"
-        f" generated tokens/s per GPU (workflow.generation_tokens_per_s): {rates}; mean response tokens: {tokens}"
+    lines = ["job lengths rest on:"]
+    lines += [f"  {source}" for source in (rates.sources if rates else ())]
+    lines += [
+        f"  rollout tokens/s per GPU (workflow.rollout_tokens_per_s): {per_model(w.rollout_tokens_per_s)}",
+        f"  evaluation tokens/s per GPU (workflow.generation_tokens_per_s): {per_model(w.generation_tokens_per_s)}",
+        f"  mean response tokens: {response}",
     ]
+    return lines
+
+
+def step_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
+    """Each kind of cell's step under both placements, and its parts per model under ``scale.placement``: what
+    its training jobs' lengths rest on."""
+    rates = gpu_rates(cfg)
+    if rates is None:
+        return []
+    placement = cfg.scale.placement
+    lines = [
+        f"step time per cell (seconds; graft/planning/step_time.py; parts under scale.placement {placement}: "
+        "generation + scoring + update + sync per model):"
+    ]
+    kinds = list(dict.fromkeys((c.method, c.models) for c in cells))
+    width = max(len(m) for m, _ in kinds) + 2
+    lines.append(f"  {'method':<{width}}{'models':<28}{'colocated':>10}{'split':>8}  parts")
+    for method, models in kinds:
+        steps = {p: cell_steps(cfg, rates, method, models, p) for p in ("colocated", "split")}
+        if steps[placement] is None:
+            lines.append(f"  {method:<{width}}{' + '.join(models):<28}  ? (no workflow.rollout_tokens_per_s or sizes)")
+            continue
+        seconds = {p: step_seconds(s, p) for p, s in steps.items()}
+        parts = ", ".join(
+            f"{m} {s.generation:.0f}+{s.scoring:.0f}+{s.update:.0f}+{s.sync:.0f}"
+            for m, s in zip(models, steps[placement], strict=True)
+        )
+        split = f"{seconds['split']:.0f}" if len(models) > 1 else "-"
+        if get_method(method, cfg.methods).dynamic_sampling:
+            parts += " (a floor: dynamic sampling's extra draws are not priced)"
+        lines.append(f"  {method:<{width}}{' + '.join(models):<28}{seconds['colocated']:>10.0f}{split:>8}  {parts}")
+    return lines
 
 
 def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:

@@ -251,7 +251,12 @@ def test_bad_config_files(tmp_path, capsys):
 def test_plan_command(capsys):
     assert main(["plan", "--config", "config/paper.yaml"]) == 0
     out = capsys.readouterr().out
-    assert "56 training cells" in out and "GPU-hours: training 2,958, evaluation" in out
+    assert "56 training cells" in out and "GPU-hours: training " in out
+    # the step time: Pair 1's GRAFT under both placements, priced with the GPU check's measured utilization
+    assert "smollm3's architecture: scoring at 31%, the update at 41% of the peak, measured" in out
+    pair = next(x.split() for x in out.splitlines() if x.startswith("  graft ") and "smollm3 + qwen3" in x)
+    colocated, split = float(pair[4]), float(pair[5])
+    assert 0 < colocated < split  # unequal models: split, the larger one's half of the GPUs sets the pace
     assert "then evaluated 5 more times" in out
     assert "evaluation memory: one vLLM engine per job at a time, eval.vllm_memory 0.85 of its GPU" in out
     suffix = "Let's think step by step and output the final answer within \\\\boxed{}."

@@ -21,6 +21,7 @@ from graft.planning.job_lengths import (
     profile_runtimes,
 )
 from graft.planning.plan import base_evaluations, checkpoint_steps, describe, training_cells
+from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
 
 PAPER = Path("config/paper.yaml")
 
@@ -83,6 +84,7 @@ def test_profile_runtimes_in_hours(tmp_path):
 
 def test_the_paper_config_fits_every_limit_and_a_cell_in_one_job_does_not():
     cfg = load_config(PAPER)
+    cells = training_cells(cfg)
     out = describe(cfg, str(PAPER), Path("workflow/profiles/slurm"))
     assert "warning" not in out
     table = out[out.index("jobs per rule") :].splitlines()
@@ -94,7 +96,12 @@ def test_the_paper_config_fits_every_limit_and_a_cell_in_one_job_does_not():
     # counts them) of 1,372 problems x 8 samples x 2,048 tokens at 10,500 tokens/s
     hours = 1372 * 8 * 2048 / 10500 / 3600
     assert "3089 checkpoint evaluations" in out and "440 re-evaluations" in out
-    assert table[-1] == f"GPU-hours: training 2,958, evaluation {3089 * hours:,.0f}, re-evaluation {440 * hours:,.0f}"
+    # training: each cell's steps at its step time under the config's placement, on the job's 4 GPUs
+    rates = gpu_rates(cfg)
+    seconds = [step_seconds(cell_steps(cfg, rates, c.method, c.models, "colocated"), "colocated") for c in cells]
+    training = sum(seconds) * cfg.train.steps * 4 / 3600
+    expected = f"GPU-hours: training {training:,.0f}, evaluation {3089 * hours:,.0f}, re-evaluation {440 * hours:,.0f}"
+    assert table[-1] == expected
     one_job = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, eval_checkpoints_per_job=None))
     warned = [line for line in describe(one_job, "x", Path("workflow/profiles/slurm")).splitlines() if "warn" in line]
     assert warned == [
