@@ -1,7 +1,8 @@
 """What a benchmark needs before it measures anything: the toy world of its config (built here when missing, as
 ``graft toy build`` would), or else one line that names the command making what is missing.
 
-The scripts import it as ``needs`` (``python bench/<script>.py`` puts bench/ on the path).
+The scripts under bench/benchmarks/, bench/experiments/ and bench/checks/ put bench/ on the path to import it
+as ``needs``.
 """
 
 from __future__ import annotations

@@ -538,13 +538,13 @@ def test_replay_from_two_archives_takes_each_prompt_from_one(forced_group, tmp_p
 
 
 def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
-    """bench/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU, on two processes so that the
-    collectives phase runs, so that the script does not rot between GPU sessions (its timings are not checked
+    """bench/checks/gpu_check.py is meant for a GPU node; --tiny runs every step on the CPU, on two processes so that
+    the collectives phase runs, so that the script does not rot between GPU sessions (its timings are not checked
     here). Its checks hold: the collectives' results, float32 masters on one process with most weights moved,
     packed rows scoring as padded ones."""
     import json
 
-    script = TESTS.parent / "bench" / "gpu_check.py"
+    script = TESTS.parent / "bench" / "checks" / "gpu_check.py"
     result = _torchrun(2, str(script), "--tiny", "--out", str(tmp_path), pythonpath=TESTS.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "gpu_check_tiny.json").read_text())

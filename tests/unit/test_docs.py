@@ -41,3 +41,12 @@ def test_every_relative_link_resolves(page):
 
 def test_the_readme_is_a_user_guide_of_at_most_250_lines():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+def test_the_benchmark_index_lists_every_script():
+    index = (ROOT / "docs" / "benchmarks.md").read_text()
+    kinds = [ROOT / "bench" / kind for kind in ("benchmarks", "experiments", "checks")]
+    scripts = [p for kind in kinds for p in kind.iterdir() if p.suffix in (".py", ".sh")]
+    assert scripts, "no scripts under bench/benchmarks, bench/experiments or bench/checks"
+    missing = [str(p.relative_to(ROOT)) for p in scripts if f"`{p.relative_to(ROOT)}`" not in index]
+    assert not missing, missing

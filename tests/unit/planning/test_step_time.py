@@ -78,7 +78,7 @@ def test_the_measured_architectures_are_the_gpu_checks_and_the_paper_configs():
 
     from graft.planning.memory import sizes_from_config
 
-    path = Path(__file__).resolve().parents[3] / "bench" / "gpu_check.py"
+    path = Path(__file__).resolve().parents[3] / "bench" / "checks" / "gpu_check.py"
     spec = importlib.util.spec_from_file_location("gpu_check", path)
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)

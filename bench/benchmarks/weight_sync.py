@@ -11,7 +11,7 @@ gathers add NCCL time, the same in both): seconds, bytes of the file, and the pe
 Bytes per node and step are the file times the processes that write one (config/paper.yaml: 4 processes per node,
 each writing a file before; one after), projected to SmolLM3-3B by its parameter count (graft.planning.memory).
 
-Usage: python bench/weight_sync.py [--threads 2]; writes bench/results/weight_sync.json
+Usage: python bench/benchmarks/weight_sync.py [--threads 2]; writes bench/results/weight_sync.json
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dir", type=Path, default=None, help="where the files are written (default: /dev/shm)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "weight_sync.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "weight_sync.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = build()

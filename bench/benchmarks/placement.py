@@ -9,7 +9,7 @@ At the toy's sizes on the CPU, from the same initial models and seed (so the sam
 Per run: the mean step time after ``--skip`` warm-up steps, and for the split run the mean of ``exchange_bytes``
 (what each group's first process sent the other, summed). Prints a table; writes bench/results/placement.json.
 
-Usage: python bench/placement.py [--config config/config.yaml] [--pair P1] [--steps 4] [--skip 1]
+Usage: python bench/benchmarks/placement.py [--config config/config.yaml] [--pair P1] [--steps 4] [--skip 1]
 Builds the toy world of the config first when it is missing (graft toy build --config config/config.yaml).
 """
 
@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import graft_train, toy_world
 
 from graft.config import read_yaml
@@ -49,7 +51,7 @@ def main() -> None:
     parser.add_argument("--pair", default=None, help="pair name (default: the config's first)")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--skip", type=int, default=1, help="warm-up steps left out of the means")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "placement.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "placement.json")
     args = parser.parse_args()
     config = toy_world(args.config)
     pair = args.pair or next(iter(config.pairs))

@@ -29,7 +29,7 @@ rollouts do.
    same seconds to both sides. Each figure is the least of ``--repeats`` rounds, the cases taking turns; the CPU
    seconds (this process's threads together) are the figure to read on a machine shared with other work.
 
-Usage: python bench/padding.py [--threads 2] [--steps 20] [--repeats 2] [--no-time]; writes
+Usage: python bench/benchmarks/padding.py [--threads 2] [--steps 20] [--repeats 2] [--no-time]; writes
 bench/results/padding.json
 """
 
@@ -336,7 +336,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="drawn steps per mix for the padding shares")
     parser.add_argument("--no-time", action="store_true", help="the padding shares only")
     parser.add_argument("--repeats", type=int, default=2, help="rounds of each timing; the least is kept")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "padding.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "padding.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results = {

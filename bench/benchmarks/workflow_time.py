@@ -3,8 +3,9 @@ most 30 minutes on 2 cores, goal 15). Prints per-rule job counts and seconds and
 bench/results/workflow_time.json (every job's seconds with its wildcards); keeps the run's report under
 bench/results/ for the README's results table.
 
-Usage: python bench/workflow_time.py [--results /tmp/graft-timing/results [--replace]] [--cores 2]
-       python bench/workflow_time.py --log .snakemake/log/<run>.snakemake.log --minutes M   (an earlier run's log)
+Usage: python bench/benchmarks/workflow_time.py [--results /tmp/graft-timing/results [--replace]] [--cores 2]
+       python bench/benchmarks/workflow_time.py --log .snakemake/log/<run>.snakemake.log --minutes M
+       (the second times an earlier run from its log)
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def main() -> None:
     )
     parser.add_argument("--replace", action="store_true", help="delete --results first when it holds anything")
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "workflow_time.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "workflow_time.json")
     parser.add_argument("--log", type=Path, help="read this Snakemake log of a finished run instead of running")
     parser.add_argument("--minutes", type=float, help="with --log: the run's wall-clock minutes")
     args = parser.parse_args()

@@ -8,7 +8,7 @@ is then predicted, not fitted: GRPO n=16 and n=32 of each model, and the co-trai
 both placements. Dynamic sampling's extra draws are not modelled (its prediction is a floor), and GRAFT with stored
 trajectories is the per-model GRPO n=8 step plus its scoring of the archive's responses.
 
-Usage: python bench/step_time.py [--config config/paper.yaml]; writes bench/results/step_time.json and prints
+Usage: python bench/benchmarks/step_time.py [--config config/paper.yaml]; writes bench/results/step_time.json and prints
 the table, and the fitted rates beside those the config holds.
 """
 
@@ -50,7 +50,7 @@ def seconds(gpu_hours: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config/paper.yaml")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "step_time.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "step_time.json")
     args = parser.parse_args()
     cfg = load_config(args.config)
     rates = gpu_rates(cfg)

@@ -1,7 +1,7 @@
 """The complementarity pre-flight (paper Figure 1 at step 0) for every pair of the embedded default, on the five
 toy test sets with n = 8. Prints a Markdown table and writes bench/results/complementarity.{json,md}.
 
-Usage: python bench/complementarity.py [--config config/config.yaml] [--results DIR-with-built-toy-models]
+Usage: python bench/experiments/complementarity.py [--config config/config.yaml] [--results DIR-with-built-toy-models]
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import toy_world
 
 
@@ -21,7 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     parser.add_argument("--results", help="results directory holding toy/ (default: the config's)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "complementarity")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "complementarity")
     args = parser.parse_args()
     toy_world(args.config, args.results)
     config = yaml.safe_load(args.config.read_text())

@@ -5,7 +5,7 @@ millisecond per 1,024 x 8 batch. "1,024 x 8" is read as 1,024 prompt groups of n
 selection functions and as 1,024 responses x 8 tokens for the losses; a realistic minibatch
 (256 responses x 512 tokens) is timed beside it for scale.
 
-Usage: python bench/algo_speed.py [--repeats N] [--threads T]
+Usage: python bench/benchmarks/algo_speed.py [--repeats N] [--threads T]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "algo_speed.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "algo_speed.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)

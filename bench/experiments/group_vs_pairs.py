@@ -8,10 +8,11 @@ without the test sets); the group beats it when the difference and its interval'
 group's training metrics: how many all-fail prompts each model took from each peer over the run (how often the
 weak model is the chosen peer). Prints the tables and writes bench/results/group_vs_pairs.json.
 
-Usage: python bench/group_vs_pairs.py [--group G1] [--config config/config.yaml --overlay config/overlays/group.yaml]
+Usage: python bench/experiments/group_vs_pairs.py [--group G1]
+           [--config config/config.yaml --overlay config/overlays/group.yaml]
 Needs the evaluations of those cells; --targets prints them for Snakemake (the targets before --configfile, which
 takes several files; the whole overlay's `all` works too):
-  snakemake $(python bench/group_vs_pairs.py --targets) --cores 2 \
+  snakemake $(python bench/experiments/group_vs_pairs.py --targets) --cores 2 \
       --configfile config/config.yaml config/overlays/group.yaml
 """
 
@@ -59,7 +60,7 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     parser.add_argument("--overlay", type=Path, default=Path("config/overlays/group.yaml"))
     parser.add_argument("--group", default="G1")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "group_vs_pairs.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "group_vs_pairs.json")
     parser.add_argument("--targets", action="store_true", help="print the evaluation directories it needs, and stop")
     args = parser.parse_args()
     cfg = config_from_dict(merged(read_yaml(args.config), read_yaml(args.overlay)))

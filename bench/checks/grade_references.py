@@ -1,7 +1,7 @@
 """Grade the benchmarks' reference solutions with the training grader, and the same solutions with another
 problem's answer swapped into the box. Prints a table, writes bench/results/grade_references.json.
 
-Usage: python bench/grade_references.py [--benchmarks DIR]   (default: $GRAFT_BENCHMARKS)
+Usage: python bench/checks/grade_references.py [--benchmarks DIR]   (default: $GRAFT_BENCHMARKS)
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import argparse
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import require
 
 from graft.data.benchmarks import load_benchmark
@@ -20,7 +22,7 @@ from graft.engine.reward import Grader, last_boxed
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     parser.add_argument(
         "--benchmarks",
         type=Path,

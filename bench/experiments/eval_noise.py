@@ -12,7 +12,7 @@ benchmark, k samples per problem and s_a, s_b evaluated seeds then has
 which is the normal approximation of graft.report.stats.paired_bootstrap (the first row, the measured design,
 shows how close it is). Within-run sampling variance needs k >= 2 in the measured run.
 
-Usage: python bench/eval_noise.py --results DIR [--pair P1] [--out bench/results/eval_noise.md]
+Usage: python bench/experiments/eval_noise.py --results DIR [--pair P1] [--out bench/results/eval_noise.md]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Time the toy world's build (data and the three warmed-up models) on this machine (the target: at most 5
 minutes on 2 cores). Prints a table and writes bench/results/toy_build.json.
 
-Usage: python bench/toy_build.py [--config config/config.yaml] [--threads 2]
+Usage: python bench/benchmarks/toy_build.py [--config config/config.yaml] [--threads 2]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "toy_build.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "toy_build.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         summary = Path(tmp) / "summary.json"

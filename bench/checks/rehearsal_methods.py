@@ -4,7 +4,7 @@ this finds what the other presets (larger n, dynamic sampling, HACPO, SGT, repla
 path. Prints a table; writes bench/results/rehearsal_methods.json.
 
 Usage (in the vLLM environment, .venv-vllm):
-    python bench/rehearsal_methods.py [--work DIR] [--methods grpo_n8 graft ...] [--timeout 600]
+    python bench/checks/rehearsal_methods.py [--work DIR] [--methods grpo_n8 graft ...] [--timeout 600]
 The toy world is built under --work (default /tmp/graft-rehearsal-methods) when it is not there.
 """
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/graft-rehearsal-methods"))
     parser.add_argument("--methods", nargs="+", default=list(PRESETS))
     parser.add_argument("--timeout", type=int, default=600)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "rehearsal_methods.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "rehearsal_methods.json")
     args = parser.parse_args()
     config = yaml.safe_load(args.config.read_text())
     config["results"] = str(args.work)

@@ -6,7 +6,7 @@ scoring (the receiver's forward pass over the peer strings it receives) and upda
 last line, ``step ratio graft/grpo: R``; writes bench/results/step_cost.json. Peak memory is the process's
 maximum resident set size.
 
-Usage: python bench/step_cost.py [--config config/config.yaml] [--pair P1] [--steps 4] [--threads 2]
+Usage: python bench/benchmarks/step_cost.py [--config config/config.yaml] [--pair P1] [--steps 4] [--threads 2]
 Builds the toy world of the config first when it is missing (graft toy build --config config/config.yaml).
 """
 
@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import toy_world
 
 from graft.methods import get_method
@@ -54,7 +56,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--skip", type=int, default=1, help="warm-up steps left out of the means")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "step_cost.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "step_cost.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = toy_world(args.config)

@@ -6,9 +6,9 @@
 # bench/results/gpu_env_install.log (or LOG). pip's line per package (collecting, downloading, the index it came
 # from) is left out of the log; its summary and the resolved versions are in. Without DIR the venv goes to a fresh
 # folder under /tmp, which the script removes afterwards with pip's download cache (KEEP=1 keeps both).
-# Usage: bash bench/gpu_env_install.sh [DIR]
+# Usage: bash bench/checks/gpu_env_install.sh [DIR]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 scratch=$(mktemp -d /tmp/graft-gpu-env.XXXXXX)
 dir=${1:-$scratch/venv}
 log=${LOG:-bench/results/gpu_env_install.log}
@@ -18,7 +18,7 @@ trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$scratch"' EXIT
 per_package='^(Looking in|WARNING: Location|Collecting|Downloading|  Downloading|Processing|Requirement already|Obtaining)|━'
 {
     gpu=$(nvidia-smi -L 2>/dev/null | head -1 || true)
-    echo "# bash bench/gpu_env_install.sh at commit $(git rev-parse --short HEAD) on $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "# bash bench/checks/gpu_env_install.sh at commit $(git rev-parse --short HEAD) on $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "# machine: $(uname -sm), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
         "GPU: ${gpu:-none}"
     echo "# python3.11: $(command -v python3.11 || echo none)"

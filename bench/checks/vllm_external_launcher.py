@@ -11,7 +11,7 @@ trainer's process group when one of the two engines is dropped. Writes bench/res
 (process 0).
 
 Usage: .venv-vllm/bin/python -m torch.distributed.run --standalone --nproc-per-node 2 \
-           bench/vllm_external_launcher.py
+           bench/checks/vllm_external_launcher.py
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # before vLLM is imported: t
 import torch
 import torch.distributed as dist
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
+TESTS = Path(__file__).resolve().parents[2] / "tests"
 PROMPT = "What is 2+3?"
 
 
@@ -89,7 +89,9 @@ def gap_after_load(llm, policy, rank: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "vllm_external_launcher.json")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parents[1] / "results" / "vllm_external_launcher.json"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(TESTS))
     from helpers.forced import TEMPLATE, build_forced_model

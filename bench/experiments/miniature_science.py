@@ -15,7 +15,7 @@ spread between RL seeds: the difference of each seed (same prompt order and samp
 beside it. The half-width of each interval is
 printed too (the target: at most 2 points). Prints a table and writes the rows as JSON.
 
-Usage: python bench/miniature_science.py [--config config/config.yaml] [--results DIR] [--out FILE]
+Usage: python bench/experiments/miniature_science.py [--config config/config.yaml] [--results DIR] [--out FILE]
 Needs a finished run of the workflow: snakemake --cores 2 all
 """
 
@@ -120,7 +120,7 @@ def main() -> int:
             + " ".join(f"{d:+.1f}" for d in r["seed_diffs"].values())
         )
     seed = cfg.toy.seed if cfg.toy else 0
-    out = args.out or Path(__file__).parent / "results" / f"miniature_science_toyseed{seed}.json"
+    out = args.out or Path(__file__).parents[1] / "results" / f"miniature_science_toyseed{seed}.json"
     write_text(out, json.dumps({"results": str(results), "toy_seed": seed, "rows": rows}, indent=2) + "\n")
     print(f"wrote {out}")
     return 0

@@ -15,7 +15,7 @@ which at the full shapes needs far more than this machine has, so it is measured
 and projected to the full shapes by its measured bytes per logit element. The plan's prediction for the same
 shapes (graft.planning.memory) stands beside each measurement.
 
-Usage: python bench/memory.py [--arch qwen3 ...] [--threads 2]; writes bench/results/memory.json
+Usage: python bench/benchmarks/memory.py [--arch qwen3 ...] [--threads 2]; writes bench/results/memory.json
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", nargs="*", default=list(ARCHS), choices=list(ARCHS))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "memory.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "memory.json")
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

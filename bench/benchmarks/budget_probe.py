@@ -10,7 +10,7 @@ Three probes on the embedded default's built toy models, one thread each (as the
 
 Prints a table and writes bench/results/budget_probe.json.
 
-Usage: python bench/budget_probe.py [--results results/default] [--steps 60]
+Usage: python bench/benchmarks/budget_probe.py [--results results/default] [--steps 60]
 Needs a built toy world (the main job's toy_model jobs, or graft toy build --config config/config.yaml).
 """
 
@@ -86,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("results/default"))
     parser.add_argument("--steps", type=int, default=60, help="warm-up steps timed per setting")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "budget_probe.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "budget_probe.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
     tree = ResultsTree(args.results)

@@ -3,7 +3,7 @@ the pair's two toy models are rebuilt at each value with dialects of their own, 
 is reported for the peer's correct and wrong responses. Prints a Markdown table; writes
 bench/results/mismatch_probe.{json,md}.
 
-Usage: python bench/mismatch_probe.py [--config config/config.yaml] [--pair P1] [--values 0 0.25 0.5 1]
+Usage: python bench/experiments/mismatch_probe.py [--config config/config.yaml] [--pair P1] [--values 0 0.25 0.5 1]
            [--dialects 1 2] [--work DIR]
 Each value's world and its pre-flight report are made under --work (default /tmp/graft-mismatch/<value>) and reused
 when they are there.
@@ -22,7 +22,7 @@ import yaml
 
 def with_mismatch(config: dict, root: Path, value: float, dialects: dict[str, int]) -> dict:
     """A copy of ``config`` writing into ``root``, its world at mismatch ``value`` with these models' dialects (the
-    toy settings that decide the built world; bench/mismatch_sweep.py reuses worlds made with them)."""
+    toy settings that decide the built world; bench/experiments/mismatch_sweep.py reuses worlds made with them)."""
     config = json.loads(json.dumps(config))
     config["results"] = str(root)
     config["toy"]["mismatch"] = value
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--values", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0])
     parser.add_argument("--dialects", type=int, nargs=2, default=[1, 2], help="the pair's dialects, in pair order")
     parser.add_argument("--work", type=Path, default=Path("/tmp/graft-mismatch"))
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "mismatch_probe")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "mismatch_probe")
     args = parser.parse_args()
     config = yaml.safe_load(args.config.read_text())
     if args.pair not in config.get("pairs", {}):

@@ -7,11 +7,11 @@ each method's difference to GRPO n=8 on the test families, with its paired-boots
 the difference seed by seed, at the final and the validation-selected checkpoints. Prints a Markdown table; writes
 bench/results/mismatch_sweep.{json,md,png}.
 
-Usage: python bench/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
+Usage: python bench/experiments/mismatch_sweep.py [--values 0 0.25 0.5 1] [--seeds 0 1 2] [--toy-seed 0] [--cores 2]
            [--out results/mismatch_sweep] [--config config/config.yaml] [--worlds /tmp/graft-mismatch]
 About 20 minutes per value on 2 cores (two warm-ups, 18 training cells; 75 measured for the four defaults).
---worlds takes the toy worlds that bench/mismatch_probe.py built (DIR/<value>/toy, the same settings at toy seed 0)
-instead of building them again.
+--worlds takes the toy worlds that bench/experiments/mismatch_probe.py built (DIR/<value>/toy, the same settings at
+toy seed 0) instead of building them again.
 """
 
 from __future__ import annotations
@@ -129,8 +129,10 @@ def main() -> None:
     parser.add_argument("--toy-seed", type=int, default=0)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/mismatch_sweep"))
-    parser.add_argument("--worlds", type=Path, help="bench/mismatch_probe.py's --work, to reuse its built worlds")
-    parser.add_argument("--report", type=Path, default=Path(__file__).parent / "results" / "mismatch_sweep")
+    parser.add_argument(
+        "--worlds", type=Path, help="bench/experiments/mismatch_probe.py's --work, to reuse its built worlds"
+    )
+    parser.add_argument("--report", type=Path, default=Path(__file__).parents[1] / "results" / "mismatch_sweep")
     args = parser.parse_args()
     if any(not 0 <= v <= 1 for v in args.values):
         raise SystemExit(f"mismatch_sweep.py: --values {args.values} must lie in [0, 1]")

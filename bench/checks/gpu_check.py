@@ -23,12 +23,12 @@ Then training and rollout throughput, and the evaluation's path (one engine at t
 asked) with its tokens per second. Prints a table; writes its JSON after every phase; a phase that raises is
 recorded with its error and the next one still runs; exits non-zero when a check fails.
 
-Run by bench/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
+Run by bench/checks/gpu_check.sh (torchrun, one process per GPU). Rollouts use vLLM when it is installed and the
 Hugging Face backend otherwise (then with far fewer sequences and tokens: ``generate`` keeps every step's logits
 and steps in Python); without vLLM the engines' phases are reported as not run.
 ``--tiny`` runs the same steps with tiny models on the CPU, to check the script itself.
 
-Usage: torchrun --nproc-per-node N bench/gpu_check.py [--out DIR] [--tiny] [--engine deepspeed [--engine-only]]
+Usage: torchrun --nproc-per-node N bench/checks/gpu_check.py [--out DIR] [--tiny] [--engine deepspeed [--engine-only]]
        [--only {memory,one-process,packing}]
 """
 
@@ -95,7 +95,7 @@ SMOLLM3_3B = dict(
     eos_token_id=128012,
     bos_token_id=128000,
 )
-PAPER_PACKING = read_yaml(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")["train"]["packing"]
+PAPER_PACKING = read_yaml(Path(__file__).resolve().parents[2] / "config" / "paper.yaml")["train"]["packing"]
 """The memory phase packs its rows as the paper's runs do (``train.packing``)."""
 SHARPEN = 30.0
 """The final norm's weight is multiplied by this: random weights give near-uniform next-token distributions, on
@@ -124,7 +124,7 @@ def settings(tiny: bool) -> SimpleNamespace:
                                train_rows=8, micro_batch=4, micro_batch_tokens=96, model=TINY,
                                memory={"tiny": TINY}, score_rows=4, memory_prompt=16, memory_response=32,
                                update_rows=2, vllm_memory=0.3, max_num_seqs=None)  # fmt: skip
-    paper = read_yaml(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")["scale"]
+    paper = read_yaml(Path(__file__).resolve().parents[2] / "config" / "paper.yaml")["scale"]
     return SimpleNamespace(prompts=16, n=8, hf_prompts=2, hf_n=4, hf_response_tokens=512, prompt_tokens=256,
                            response_tokens=4096, train_rows=16, micro_batch=16, micro_batch_tokens=36864,
                            model=QWEN3_17B, score_rows=16,
@@ -609,7 +609,7 @@ ALONE = {"memory": memory_phase, "one-process": one_process_phase, "packing": pa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results")
     parser.add_argument("--tiny", action="store_true", help="a tiny model on the CPU: checks the script only")
     parser.add_argument("--engine", choices=("fsdp2", "deepspeed"), default="fsdp2", help="training engine")
     parser.add_argument(
@@ -622,7 +622,9 @@ def main() -> int:
     )
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
-        raise SystemExit("gpu_check.py: no CUDA device here; run it on a GPU node (bench/gpu_check.sh), or --tiny")
+        raise SystemExit(
+            "gpu_check.py: no CUDA device here; run it on a GPU node (bench/checks/gpu_check.sh), or --tiny"
+        )
     cfg = settings(args.tiny)
     world = start_world()
     results: dict = {

@@ -10,7 +10,7 @@ Kills inside checkpoint and record writes use a ``sitecustomize`` hook in the ch
 it pauses on the rename that commits a checkpoint or a Parquet record and signals the parent, which kills it
 there. A full disk is an injected ``OSError(ENOSPC)`` at that rename.
 
-Usage: python bench/faults.py [--config config/smoke.yaml] [--trials 6]
+Usage: python bench/checks/faults.py [--config config/smoke.yaml] [--trials 6]
 Builds the smoke toy first when it is missing (graft toy build --config config/smoke.yaml).
 Prints a table and writes bench/results/faults.json.
 """
@@ -36,13 +36,15 @@ import time
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import toy_world
 
 from graft.cli import main as graft_main
 from graft.config import load_config
 from graft.results import write_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = 6
 DEADLINE = 300
 """Seconds a training process may take before it counts as hung."""
