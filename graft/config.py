@@ -479,7 +479,7 @@ class WorkflowSpec:
     """Share of a step's prompts on which a receiver takes a peer's responses under a selective rule (GRAFT's
     complementary groups, SGT's failures), for the scoring those responses add to a step."""
     gpu_check: str | None = None
-    """A ``bench/gpu_check.py`` report (JSON, relative to the working directory) whose measured utilization and
+    """A ``bench/checks/gpu_check.py`` report (JSON, relative to the working directory) whose measured utilization and
     sync bandwidth replace ``model_flops_utilization`` and ``sync_gb_per_s``; None, or a file not there: those."""
     generation_tokens_per_s: dict[str, float] = field(default_factory=dict)
     """Tokens per second one GPU generates for a model (every sequence of an evaluation in flight), per model name,
@@ -588,7 +588,7 @@ class ToyModelSpec:
     """Warm-up examples per optimizer step."""
     micro_batches: int = 1
     """Forward passes each warm-up batch is cut into, its examples sorted by length so that each pass pads less:
-    the same loss and gradient (up to float rounding), about 10% faster at 2 (bench/budget_probe.py)."""
+    the same loss and gradient (up to float rounding), about 10% faster at 2 (bench/benchmarks/budget_probe.py)."""
     examples: int = 3000
     """Distinct warm-up problems drawn from the train split according to ``mix``."""
     slip: dict[str, float] = field(default_factory=dict)

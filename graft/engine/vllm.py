@@ -311,7 +311,7 @@ class VLLMRollout:
         max_num_seqs: int | None = None,
     ):
         """``engine_args`` go to ``vllm.LLM`` as they are (e.g. ``skip_tokenizer_init`` for a model without a
-        tokenizer, as in bench/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
+        tokenizer, as in bench/checks/gpu_check.py; samples then have empty text). ``colocated``: the engine shares its
         GPU with training and sleeps between rollouts. ``cpu_kv_cache_mib``: the KV cache of an engine on the CPU
         build (a GPU engine takes ``gpu_memory_utilization`` of its GPU instead). ``stop_token_ids``: the tokens a
         response ends at, the policy's (``Policy.stop_token_ids``), so that both backends stop where the prompt

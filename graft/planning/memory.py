@@ -9,12 +9,13 @@ datasheet's 141), of which vLLM takes ``gpu_memory_utilization`` (``scale.vllm_m
 The plan is meant as an upper bound: it counts what a GPU holds through a whole step (model states with
 the gradients, held from an update's optimizer step until the model's next minibatch zeroes them, through the
 rollouts and the other model's update; a reference model; one CUDA context per process; NCCL's buffers; each
-sleeping engine's CUDA graphs) and adds each phase's own peak. The
-terms are counts of tensors times their sizes; the activation and log-prob terms' constants are read off
-``bench/memory.py``'s measurements on the CPU (float32, peak resident memory), where the plan and the measurement
-are printed side by side; the constants below that no CPU can measure (contexts, NCCL, CUDA graphs, vLLM's
-sampler) are estimates with their sources, for ``bench/gpu_check.py`` to measure on a GPU. The caching
-allocator's fragmentation is not modelled; bf16 kernels halve the activations (the ``compute_bytes`` argument).
+sleeping engine's CUDA graphs) and adds each phase's own peak. The terms are counts of tensors times their sizes;
+the activation and log-prob terms' constants are read off ``bench/benchmarks/memory.py``'s measurements on the CPU
+(float32, peak resident memory), where the plan and the measurement are printed side by side, and the scoring and
+update peaks it predicts bounded those ``bench/checks/gpu_check.py`` measured on an H200
+(``bench/results/gpu_check.json``); the constants below that neither measured (contexts, NCCL, CUDA graphs, vLLM's
+sampler) are estimates with their sources. The caching allocator's fragmentation is not modelled; bf16 kernels
+halve the activations (the ``compute_bytes`` argument).
 """
 
 from __future__ import annotations
@@ -59,17 +60,17 @@ VLLM_MAX_NUM_SEQS = 1024
 ``scale.vllm_max_num_seqs``."""
 PASS_SLACK_BYTES = 0.3e9
 """What a forward pass takes beyond the tensors ``forward_bytes`` counts (allocator slack, the attention's
-temporaries): bench/memory.py measured 0.13-0.26 GiB above the formula at the paper's shapes on the CPU
+temporaries): bench/benchmarks/memory.py measured 0.13-0.26 GiB above the formula at the paper's shapes on the CPU
 (bench/results/memory.json), whatever the model; ``pass_bytes`` adds this bound to every pass."""
 KV_BLOCK_TOKENS = 16
 """Tokens of one KV-cache block on GPUs: the cache holds whole blocks, and prefix caching shares full ones."""
 
 SCORE_LOGIT_COPIES = 3.0
 """Float32 [chunk, vocabulary] tensors alive at once while a chunk is scored without gradient: the logits, the
-logits / T and their log-softmax (bench/memory.py)."""
+logits / T and their log-softmax (bench/benchmarks/memory.py)."""
 UPDATE_LOGIT_COPIES = 3.0
 """The same while a chunk's backward runs: the recomputed log-softmax, its gradient and the logits' gradient (the
-recomputed logits are freed as the backward passes them; bench/memory.py measures 3.0 copies)."""
+recomputed logits are freed as the backward passes them; bench/benchmarks/memory.py measures 3.0 copies)."""
 
 
 def read_sizes(path: Path) -> ModelSizes:

@@ -34,14 +34,14 @@ UPDATE_FORWARDS = 4
 checkpointing (``train.gradient_checkpointing``, on in every GPU config)."""
 
 GPU_CHECK_ROW = (2048, 4096)
-"""Prompt and response tokens of each row in ``bench/gpu_check.py``'s memory phase (the paper's limits), whose
+"""Prompt and response tokens of each row in ``bench/checks/gpu_check.py``'s memory phase (the paper's limits), whose
 seconds give the measured utilization."""
 
 GPU_CHECK_ARCHITECTURES = {
     "smollm3": ModelSizes(layers=36, hidden=2048, intermediate=11008, heads=16, kv_heads=4, head_dim=128, vocab=128256),
     "qwen3": ModelSizes(layers=28, hidden=2048, intermediate=6144, heads=16, kv_heads=8, head_dim=128, vocab=151936),
 }
-"""The architectures ``bench/gpu_check.py`` measures (SmolLM3-3B's and Qwen3-1.7B's config.json), under the model
+"""The architectures ``bench/checks/gpu_check.py`` measures (SmolLM3-3B's and Qwen3-1.7B's config.json), under the model
 names the paper's config gives them: a model of that name takes its own measurement, any other their mean."""
 
 
@@ -147,7 +147,7 @@ def step_seconds(steps: list[ModelStep], placement: str) -> float:
 
 
 def measured_utilization(report: dict, peak_flops: float) -> dict[str, tuple[float, float]]:
-    """Scoring's and the update's utilization per architecture from a ``bench/gpu_check.py`` report: the FLOPs of
+    """Scoring's and the update's utilization per architecture from a ``bench/checks/gpu_check.py`` report: the FLOPs of
     its memory phase's rows (``GPU_CHECK_ROW``) over their seconds, over the peak. Architectures the report lacks
     are left out."""
     prompt, response = GPU_CHECK_ROW
@@ -166,7 +166,7 @@ def measured_utilization(report: dict, peak_flops: float) -> dict[str, tuple[flo
 
 
 def read_gpu_check(path: Path) -> dict:
-    """A ``bench/gpu_check.py`` report; one line naming the file when it cannot be read."""
+    """A ``bench/checks/gpu_check.py`` report; one line naming the file when it cannot be read."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
