@@ -265,13 +265,14 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from graft.planning.plan import training_cells
     from graft.report.build import write_report
 
     config = load_config(args.config)
     results = args.results or Path(config.results)
     if not results.is_dir():
         raise ConfigError(f"--results: no such directory {str(results)!r}")
-    ctx = write_report(config, results, args.out)
+    ctx = write_report(config, training_cells(config), results, args.out)
     _log_event("report", cells=len(ctx.run_cells()), out=str(args.out))
     return 0
 

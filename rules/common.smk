@@ -133,7 +133,7 @@ def eval_settings():
     )
 
 
-REPORT = report_outputs(CFG, TREE.report)
+REPORT = report_outputs(CFG, CELLS.values(), TREE.report)
 
 
 def all_targets():

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from graft.report.load import VALIDATION, load_evaluations
-from graft.report.stats import aggregate, checkpoint_scores, paired_bootstrap, select
+from graft.report.load import load_evaluations
+from graft.report.stats import aggregate, paired_bootstrap
 from graft.results import write_text
+from graft.scores import VALIDATION, checkpoint_scores, select
 
 DESIGNS = [  # (problems per benchmark, samples per problem, evaluated seeds of the base model)
     (64, 4, 1),

@@ -27,8 +27,9 @@ import pandas as pd
 
 from graft.config import config_from_dict, read_yaml
 from graft.report.build import report_context
-from graft.report.stats import VALIDATION, SeedAggregate, on_common_seeds
+from graft.report.stats import SeedAggregate, on_common_seeds
 from graft.results import ResultsTree, write_text
+from graft.scores import VALIDATION
 
 RULES = ("final", "val_best")
 

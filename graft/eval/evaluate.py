@@ -2,7 +2,7 @@
 
 k samples per problem at the configured temperature and top-p (eval section), graded by the training reward code;
 pass@1 is the mean over samples, then over problems; the score is the unweighted mean over benchmarks. Each
-benchmark also records the unbiased pass@k for k = 1, 2, 4, 8 up to the sample count (graft.eval.passk).
+benchmark also records the unbiased pass@k for k = 1, 2, 4, 8 up to the sample count (graft.scores).
 Per-problem correctness is kept so that any score can be recomputed from the JSON.
 """
 
@@ -19,8 +19,8 @@ from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
-from graft.eval.passk import mean_pass_at_k
 from graft.results import MANIFEST, RunDir, eval_file, is_pruned, parse_step, step_name, write_text
+from graft.scores import mean_pass_at_k
 from graft.seeding import derive
 
 

@@ -6,12 +6,11 @@ means adding it to ``TABLES`` here (and its builder in graft.report.tables).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
-from graft.planning.plan import training_cells
 from graft.report.figures import figure1, figure3a, figure3b, figure_dynamics
 from graft.report.table import Table
 from graft.report.tables import (
@@ -76,23 +75,23 @@ def _dynamics(method: str, pair: str) -> Job:
     return Job(f"dynamics_{method}_{pair}", "pairs", lambda ctx, path: figure_dynamics(ctx, method, pair, path))
 
 
-def _jobs(jobs: tuple[Job, ...], config: RunConfig) -> list[Job]:
+def _jobs(jobs: tuple[Job, ...], config: RunConfig, cells: Collection) -> list[Job]:
     """The jobs this config has data for; figures add one training-dynamics figure per co-training cell that
     the workflow runs (pair method x pair, its first seed)."""
     if jobs is FIGURES:
-        planned = {(c.method, c.cell) for c in training_cells(config)}
+        planned = {(c.method, c.cell) for c in cells}
         pairs = [(m, p) for m in config.workflow.pair_methods for p in config.pairs if (m, p) in planned]
         jobs = jobs + tuple(_dynamics(m, p) for m, p in pairs)
     return [job for job in jobs if not job.needs or getattr(config, job.needs)]
 
 
-def report_outputs(config: RunConfig, out: str | Path) -> ReportOutputs:
-    """Every file ``write_report`` writes for this config under ``out``."""
+def report_outputs(config: RunConfig, cells: Collection, out: str | Path) -> ReportOutputs:
+    """Every file ``write_report`` writes for this config and its training ``cells`` under ``out``."""
     out = Path(out)
     return ReportOutputs(
         summary=out / "summary.md",
-        tables=[out / "tables" / f"{job.name}.{ext}" for job in _jobs(TABLES, config) for ext in TABLE_FORMATS],
-        figures=[out / "figures" / f"{job.name}.png" for job in _jobs(FIGURES, config)],
+        tables=[out / "tables" / f"{job.name}.{ext}" for job in _jobs(TABLES, config, cells) for ext in TABLE_FORMATS],
+        figures=[out / "figures" / f"{job.name}.png" for job in _jobs(FIGURES, config, cells)],
     )
 
 
@@ -111,16 +110,17 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
     )
 
 
-def write_report(config: RunConfig, results: Path, out: Path) -> ReportContext:
-    """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table."""
+def write_report(config: RunConfig, cells: Collection, results: Path, out: Path) -> ReportContext:
+    """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table, for the workflow's
+    training ``cells`` (graft.planning.plan.training_cells: each a method, a cell and a seed)."""
     ctx = report_context(config, results)
-    seeds = sorted({cell.seed for cell in training_cells(config)})
+    seeds = sorted({cell.seed for cell in cells})
     summary = []
-    for job in _jobs(TABLES, config):
+    for job in _jobs(TABLES, config, cells):
         table: Table = job.make(ctx, seeds)
         table.write(out / "tables")
         summary.append(table.markdown())
-    for job in _jobs(FIGURES, config):
+    for job in _jobs(FIGURES, config, cells):
         job.make(ctx, out / "figures" / f"{job.name}.png")
     header = f"Scores are pass@1 (%); {ctx.protocol()}. Each table's caption names its seeds.\n\n"
     write_text(out / "summary.md", header + "\n".join(summary))

@@ -21,11 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from graft.results import ResultsTree
-
-RUN = ["method", "cell", "seed", "model"]
-"""The columns that name one model's evaluations in one training run."""
-VALIDATION = "validation"
-AVERAGE = "average"
+from graft.scores import RUN, evaluation_frames
 
 
 @dataclass(frozen=True)
@@ -35,38 +31,6 @@ class Results:
     metrics: pd.DataFrame
     reeval_samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step"]))
     reeval_scores: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step", "run"]))
-
-
-def _sets(data: dict) -> dict[str, dict]:
-    sets = dict(data["benchmarks"])
-    if VALIDATION in data:
-        sets[VALIDATION] = data[VALIDATION]
-    return sets
-
-
-SAMPLE_COLUMNS = [*RUN, "step", "benchmark", "problem", "sample", "correct"]
-
-
-def evaluation_frames(files, runs: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(samples, scores) of evaluation JSONs; ``files`` yields (method, cell, seed, model, run, path). With
-    ``runs`` (re-evaluations) scores get a ``run`` column and run r's sample i is numbered r * k + i."""
-    samples: dict[str, list] = {c: [] for c in SAMPLE_COLUMNS}
-    scores: dict[str, list] = {c: [] for c in [*RUN, "step", *(["run"] if runs else []), "benchmark", "score"]}
-    for *names, run, path in files:
-        data = json.loads(path.read_text())
-        key = (*names, int(data["step"]))
-        extra = (run,) if runs else ()
-        entries = [(name, s["pass@1"]) for name, s in _sets(data).items()] + [(AVERAGE, data["average"])]
-        for name, value in entries:
-            for column, v in zip(scores, (*key, *extra, name, 100.0 * value), strict=True):
-                scores[column].append(v)
-        offset = run * int(data.get("k", 0)) if runs else 0
-        for name, s in _sets(data).items():
-            for problem, values in s.get("per_problem", {}).items():
-                for i, correct in enumerate(values):
-                    for column, v in zip(samples, (*key, name, problem, offset + i, int(correct)), strict=True):
-                        samples[column].append(v)
-    return pd.DataFrame(samples), pd.DataFrame(scores)
 
 
 def load_evaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -7,33 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from graft.report.load import AVERAGE, RUN, VALIDATION
-
-RULES = ("test_best", "val_best", "final")
-"""test_best: the paper's rule (best average on the test benchmarks); val_best: best on the validation set;
-final: the last checkpoint. Ties go to the earlier checkpoint."""
-
-
-def checkpoint_scores(scores: pd.DataFrame) -> pd.DataFrame:
-    """One row per evaluated checkpoint (method, cell, seed, model, step), one column per benchmark."""
-    if scores.empty:
-        return pd.DataFrame(columns=[*RUN, "step", AVERAGE])
-    wide = scores.pivot(index=[*RUN, "step"], columns="benchmark", values="score")
-    return wide.rename_axis(columns=None).reset_index()
-
-
-def select(checkpoints: pd.DataFrame, rule: str) -> pd.DataFrame:
-    """The checkpoint each run keeps under ``rule``: one row per (method, cell, seed, model)."""
-    if rule == "test_best":
-        ordered = checkpoints.sort_values([AVERAGE, "step"], ascending=[False, True])
-    elif rule == "val_best":
-        scored = checkpoints.dropna(subset=[VALIDATION]) if VALIDATION in checkpoints else checkpoints.iloc[0:0]
-        ordered = scored.sort_values([VALIDATION, "step"], ascending=[False, True])
-    elif rule == "final":
-        ordered = checkpoints.sort_values("step", ascending=False)
-    else:
-        raise ValueError(f"unknown selection rule {rule!r}; rules: {', '.join(RULES)}")
-    return ordered.groupby(RUN, sort=True).head(1).sort_values(RUN).reset_index(drop=True)
+from graft.scores import AVERAGE, RUN, VALIDATION
 
 
 @dataclass

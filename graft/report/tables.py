@@ -10,20 +10,19 @@ import pandas as pd
 
 from graft.config import WorkflowSpec
 from graft.methods import PRESETS
-from graft.report.load import AVERAGE, RUN, VALIDATION, Results, load
+from graft.report.load import Results, load
 from graft.report.paper import GPU_HOURS_PAIR1, paper_average, paper_table4
 from graft.report.stats import (
     SeedAggregate,
     aggregate,
-    checkpoint_scores,
     on_common_seeds,
     paired_bootstrap,
-    select,
     with_reevaluated_samples,
     with_reevaluations,
 )
 from graft.report.table import Table
 from graft.results import replay_cell
+from graft.scores import AVERAGE, PASS_K, RUN, VALIDATION, checkpoint_scores, mean_pass_at_k, select
 
 
 @dataclass
@@ -229,8 +228,6 @@ def table4(ctx: ReportContext) -> Table:
 def table_passk(ctx: ReportContext) -> Table:
     """Unbiased pass@k (k = 1, 2, 4, 8 up to the samples per problem) of every evaluated cell at its selected
     checkpoints, averaged over benchmarks, then over the cell's seeds."""
-    from graft.eval.passk import PASS_K, mean_pass_at_k
-
     keys = [*RUN, "step"]
     rows_in = ctx.samples.merge(ctx.selected()[keys], on=keys)
     rows_in = rows_in[rows_in.benchmark != VALIDATION]

@@ -568,6 +568,12 @@ def test_ruff_clean():
     assert fmt.returncode == 0, fmt.stdout
 
 
+def test_imports_keep_the_layers():
+    """The layer table of docs/design.md section 5, as pyproject.toml's import-linter contracts."""
+    lint = run(tool("lint-imports"))
+    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
+
+
 def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp_path):
     """What a user without Slurm meets: one line naming the missing tools and the local command, no job run."""
     tools = tmp_path / "bin"  # a PATH with what Snakemake needs, and no sbatch or sacct

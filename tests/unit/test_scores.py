@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graft.eval.passk import mean_pass_at_k, pass_at_k
+from graft.scores import mean_pass_at_k, pass_at_k
 
 
 def test_hand_worked_cases():
