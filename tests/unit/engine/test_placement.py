@@ -18,7 +18,7 @@ from graft.planning.memory import GB, NCCL_COMMUNICATOR_BYTES, cell_phases, shar
 from graft.planning.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
 from graft.train.trainer import job_gpus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _config(path: str, **scale):
