@@ -29,7 +29,7 @@ and steps in Python); without vLLM the engines' phases are reported as not run.
 ``--tiny`` runs the same steps with tiny models on the CPU, to check the script itself.
 
 Usage: torchrun --nproc-per-node N bench/checks/gpu_check.py [--out DIR] [--tiny] [--engine deepspeed [--engine-only]]
-       [--only {memory,one-process,packing}]
+       [--only {memory,one-process,packing}] [--row PROMPT RESPONSE]
 """
 
 from __future__ import annotations
@@ -173,10 +173,9 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
     policy = Policy("gpu_check", model, ids_only_tokenizer(SimpleNamespace(model=model_config)), PromptFormat(""))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     g = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(2, sizes.vocab, (cfg.memory_prompt,), generator=g).tolist() for _ in range(cfg.score_rows)]
-    responses = [
-        torch.randint(2, sizes.vocab, (cfg.memory_response,), generator=g).tolist() for _ in range(cfg.score_rows)
-    ]
+    count = max(cfg.score_rows, cfg.update_rows)
+    prompts = [torch.randint(2, sizes.vocab, (cfg.memory_prompt,), generator=g).tolist() for _ in range(count)]
+    responses = [torch.randint(2, sizes.vocab, (cfg.memory_response,), generator=g).tolist() for _ in range(count)]
     width = cfg.memory_prompt + cfg.memory_response
     rows = {"score": cfg.score_rows, "update": cfg.update_rows}
     batch = [
@@ -620,12 +619,23 @@ def main() -> int:
     parser.add_argument(
         "--only", choices=sorted(ALONE), help="one phase that needs no other (after the collectives), to rerun it"
     )
+    parser.add_argument(
+        "--row",
+        type=int,
+        nargs=2,
+        metavar=("PROMPT", "RESPONSE"),
+        help="the memory phase's row in tokens (default: the paper's limits); its update takes as many rows as the "
+        "update's token budget holds",
+    )
     args = parser.parse_args()
     if not args.tiny and not torch.cuda.is_available():
         raise SystemExit(
             "gpu_check.py: no CUDA device here; run it on a GPU node (bench/checks/gpu_check.sh), or --tiny"
         )
     cfg = settings(args.tiny)
+    if args.row:
+        cfg.memory_prompt, cfg.memory_response = args.row
+        cfg.update_rows = max(1, cfg.micro_batch_tokens // sum(args.row))
     world = start_world()
     results: dict = {
         "model": "Qwen3-1.7B architecture, random weights" if not args.tiny else "tiny Qwen3 (script check)",
@@ -639,6 +649,8 @@ def main() -> int:
     }
     name = "gpu_check" + ("_tiny" if args.tiny else "") + ("_deepspeed" if args.engine == "deepspeed" else "")
     name += f"_{args.only}" if args.only else ""
+    name += f"_row{args.row[0]}x{args.row[1]}" if args.row else ""
+    results["memory_row"] = [cfg.memory_prompt, cfg.memory_response]
 
     def phase(label: str, run, *run_args):
         """Run one phase and write the figures so far at once. A phase that raises is recorded as failed with its

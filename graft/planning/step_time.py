@@ -148,9 +148,9 @@ def step_seconds(steps: list[ModelStep], placement: str) -> float:
 
 def measured_utilization(report: dict, peak_flops: float) -> dict[str, tuple[float, float]]:
     """Scoring's and the update's utilization per architecture from a ``bench/checks/gpu_check.py`` report: the FLOPs of
-    its memory phase's rows (``GPU_CHECK_ROW``) over their seconds, over the peak. Architectures the report lacks
-    are left out."""
-    prompt, response = GPU_CHECK_ROW
+    its memory phase's rows (the report's ``memory_row``, else ``GPU_CHECK_ROW``) over their seconds, over the
+    peak. Architectures the report lacks are left out."""
+    prompt, response = report.get("memory_row", GPU_CHECK_ROW)
     out = {}
     for arch, sizes in GPU_CHECK_ARCHITECTURES.items():
         keys = [f"memory_{arch}_{phase}_{what}" for phase in ("score", "update") for what in ("tokens", "s")]

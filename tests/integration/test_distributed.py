@@ -551,6 +551,7 @@ def test_gpu_check_script_runs_its_steps_on_a_tiny_model(tmp_path):
     phases = ["collectives", "memory", "one-process", "packing", "engines started", "training", "sync", "rollout"]
     assert report["phases_done"] == phases
     assert report["sync_bytes"] > 0 and report["sync_gb_per_s"] > 0
+    assert report["memory_row"] == [16, 32]  # the tiny stand-in's row, which graft plan's step time reads
     assert report["packing_logprob_error_packed"] < 1e-4  # float32 on the CPU, attended row by row
     assert "failed" not in report and report["collectives"].startswith("ok: sum, gather and barrier on 2 processes")
     assert report["one_process_master_dtypes"] == "torch.float32" and report["one_process_share_of_weights_moved"] > 0.5

@@ -68,6 +68,10 @@ def test_measured_utilization_is_the_checks_flops_over_its_seconds():
     }
     measured = st.measured_utilization(report, peak_flops=forward)
     assert measured == {"qwen3": (4 / 2.0, 2 * st.UPDATE_FORWARDS / 4.0)}
+    # a check run with other rows (--row) says so, and its rows are priced at their own length
+    short = {**report, "memory_row": [100, 2048], "memory_qwen3_score_tokens": 4 * 2148}
+    flops = st.row_forward_flops(st.GPU_CHECK_ARCHITECTURES["qwen3"], 100, 2048)
+    assert st.measured_utilization(short, peak_flops=forward)["qwen3"][0] == 4 * flops / 2.0 / forward
 
 
 def test_the_measured_architectures_are_the_gpu_checks_and_the_paper_configs():
