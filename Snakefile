@@ -44,6 +44,13 @@ onstart:
 
 
 rule all:
+    """The main job: the cells of workflow.main_cells (every cell where it names none) and their report."""
     default_target: True
     input:
-        all_targets(),
+        all_targets(MAIN.values(), REPORT),
+
+
+rule full:
+    """Every cell of the config and their report (report_full/ where rule all runs fewer)."""
+    input:
+        all_targets(CELLS.values(), REPORT_FULL),

@@ -265,14 +265,17 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from graft.planning.plan import training_cells
+    from graft.planning.plan import main_cells, training_cells
     from graft.report.build import write_report
 
     config = load_config(args.config)
     results = args.results or Path(config.results)
     if not results.is_dir():
         raise ConfigError(f"--results: no such directory {str(results)!r}")
-    ctx = write_report(config, training_cells(config), results, args.out)
+    cells = training_cells(config)
+    if args.cells == "main":
+        cells = main_cells(config, cells)
+    ctx = write_report(config, cells, results, args.out)
     _log_event("report", cells=len(ctx.run_cells()), out=str(args.out))
     return 0
 
@@ -461,6 +464,12 @@ def _add_evaluation(sub) -> None:
     rep.add_argument("--config", type=Path, required=True)
     rep.add_argument("--results", type=Path, help="results tree (default: the config's results)")
     rep.add_argument("--out", type=Path, required=True, help="report directory")
+    rep.add_argument(
+        "--cells",
+        choices=["every", "main"],
+        default="every",
+        help="every training cell of the config (default), or those of workflow.main_cells (rule all's)",
+    )
     rep.set_defaults(func=_cmd_report)
 
     dig = sub.add_parser(

@@ -453,6 +453,11 @@ class WorkflowSpec:
     """Seeds of every cell of particular models or pairs, whatever the method, in place of the above (a model's
     entry covers its GRPO and replay cells, a pair's its co-training cells), e.g. ``{P2: [0], P3: [0], octo: [0]}``
     to spend the seeds on the pair whose comparisons the claims make."""
+    main_cells: list[str] = field(default_factory=list)
+    """The cells that rule ``all`` trains, evaluates and reports, each as ``method/cell`` with every seed the config
+    gives it (e.g. ``[grpo_n8/smol, graft/P1]``), so that the main job can run the comparisons its claims rest on
+    while every other cell stays a target of its own; rule ``full`` runs every cell into ``<results>/report_full``.
+    Empty: rule ``all`` runs every cell."""
     threads: int = 1
     """CPU threads per training or evaluation job (the CPU default runs such jobs side by side)."""
     eval_in_train: bool = False

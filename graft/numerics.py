@@ -58,18 +58,19 @@ def numerics_record() -> dict:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "machine": platform.machine(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
     }
 
 
 def cpu_vendor() -> str:
     """``amd``, ``intel`` or ``other``: under the same pin the miniature's digits differ between AMD EPYC and Intel
     Xeon processors (docs/reproducibility.md), so the digest check keeps a record per vendor."""
-    model = (_cpu_model() or "").lower()
+    model = (cpu_model() or "").lower()
     return next((vendor for vendor in ("amd", "intel") if vendor in model), "other")
 
 
-def _cpu_model() -> str | None:
+def cpu_model() -> str | None:
+    """The CPU's model name (/proc/cpuinfo), or None where none is found."""
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:

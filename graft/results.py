@@ -12,6 +12,7 @@
 <results>/eval_selected/<method>/<cell>/seed<S>/<model>/selected.json, run_NN.json
                                              the selected checkpoint re-evaluated (eval.selection_runs)
 <results>/report/                            tables/, figures/, summary.md
+<results>/report_full/                       the same for every cell, where workflow.main_cells gives rule all fewer
 ```
 A cell is a model name, a pair name, or ``<receiver>_from_<peer>`` for archive replay. Every write goes to a
 temporary name beside its target and is renamed, so a reader (or a killed writer) never sees half a file; the
@@ -205,6 +206,11 @@ class ResultsTree:
     @property
     def report(self) -> Path:
         return self.root / "report"
+
+    @property
+    def report_full(self) -> Path:
+        """The report of every cell, where ``workflow.main_cells`` gives rule ``all`` fewer."""
+        return self.root / "report_full"
 
     @property
     def toy(self) -> Path:

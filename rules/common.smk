@@ -9,7 +9,7 @@ import yaml
 from graft.config import config_from_dict
 from graft.planning.job_lengths import evaluation_parts
 from graft.planning.launch import train_launcher
-from graft.planning.plan import base_seeds, checkpoint_steps, training_cells
+from graft.planning.plan import base_seeds, checkpoint_steps, main_cells, training_cells
 from graft.planning.preflight import environment_problem, slurm_problem
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
@@ -19,6 +19,8 @@ R = CFG.results
 TREE = ResultsTree(R)
 RUN_CONFIG = str(TREE.config)
 CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
+# The cells rule all runs (workflow.main_cells); rule full runs every cell
+MAIN = {(c.method, c.cell, c.seed): c for c in main_cells(CFG, list(CELLS.values()))}
 STEPS = checkpoint_steps(CFG)
 TOY = CFG.toy is not None
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
@@ -90,16 +92,14 @@ def train_inputs(wc):
     return inputs
 
 
-def all_eval_outputs():
-    """The base model's evaluations (one per model and seed of its GRPO n=8 cells) and one evaluation directory
-    per training cell."""
-    files = [str(TREE.base_eval(m, s)) for m in CFG.models for s in base_seeds(CFG, m)]
-    files += [str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in CELLS.values()]
+def all_eval_outputs(cells):
+    """For training ``cells``: the base evaluations of their models (one per seed of the model's GRPO n=8 cells)
+    and one evaluation directory per cell."""
+    models = [m for m in CFG.models if any(m in c.models for c in cells)]
+    files = [str(TREE.base_eval(m, s)) for m in models for s in base_seeds(CFG, m)]
+    files += [str(TREE.eval_dir(c.method, c.cell, c.seed)) for c in cells]
     if SELECTION_RUNS:
-        files += [
-            str(TREE.selected_eval_dir(c.method, c.cell, c.seed))
-            for c in CELLS.values()
-        ]
+        files += [str(TREE.selected_eval_dir(c.method, c.cell, c.seed)) for c in cells]
     return files
 
 
@@ -133,21 +133,25 @@ def eval_settings():
     )
 
 
-REPORT = report_outputs(CFG, CELLS.values(), TREE.report)
+REPORT = report_outputs(CFG, MAIN.values(), TREE.report)
+REPORT_FULL = (
+    REPORT if MAIN == CELLS else report_outputs(CFG, CELLS.values(), TREE.report_full)
+)
 
 
-def all_targets():
-    """The report, and each cell's checkpoints pruned once it is evaluated (unless workflow.keep_checkpoints)."""
+def all_targets(cells, report):
+    """The ``report`` of training ``cells``, and each cell's checkpoints pruned once it is evaluated (unless
+    workflow.keep_checkpoints)."""
     pruned = (
         []
         if CFG.workflow.keep_checkpoints
-        else [str(c.run_dir(TREE).pruned) for c in CELLS.values()]
+        else [str(c.run_dir(TREE).pruned) for c in cells]
     )
     return [
         str(TREE.methods),
-        str(REPORT.summary),
-        *map(str, REPORT.tables),
-        *map(str, REPORT.figures),
+        str(report.summary),
+        *map(str, report.tables),
+        *map(str, report.figures),
         *pruned,
     ]
 

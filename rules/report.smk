@@ -3,11 +3,12 @@ from pathlib import Path
 
 
 rule report:
-    """Table 1, Table 2, the stored-trajectory, selection and clipping tables, Figures 1, 3a and 3b."""
+    """Table 1, Table 2, the stored-trajectory, selection and clipping tables, Figures 1, 3a and 3b, of the cells
+    rule all runs (workflow.main_cells)."""
     input:
         config=ancient(RUN_CONFIG),
-        evals=all_eval_outputs(),
-        runs=[str(c.run_dir(TREE).done) for c in CELLS.values()],
+        evals=all_eval_outputs(MAIN.values()),
+        runs=[str(c.run_dir(TREE).done) for c in MAIN.values()],
     output:
         summary=report(
             str(REPORT.summary),
@@ -32,5 +33,27 @@ rule report:
         out=lambda wc, output: Path(output.summary).parent,
         results=lambda wc, input: Path(input.config).parent,
         settings=lambda wc: json.dumps(config.get("report", {}), sort_keys=True),
+        cells="main",
     shell:
-        "graft report --config {input.config} --results {params.results} --out {params.out} 2> {log}"
+        "graft report --config {input.config} --results {params.results} --out {params.out}"
+        " --cells {params.cells} 2> {log}"
+
+
+if REPORT_FULL is not REPORT:
+
+    use rule report as report_full with:
+        input:
+            config=ancient(RUN_CONFIG),
+            evals=all_eval_outputs(CELLS.values()),
+            runs=[str(c.run_dir(TREE).done) for c in CELLS.values()],
+        output:
+            summary=str(REPORT_FULL.summary),
+            tables=list(map(str, REPORT_FULL.tables)),
+            figures=list(map(str, REPORT_FULL.figures)),
+        log:
+            f"{R}/logs/report_full.log",
+        params:
+            out=lambda wc, output: Path(output.summary).parent,
+            results=lambda wc, input: Path(input.config).parent,
+            settings=lambda wc: json.dumps(config.get("report", {}), sort_keys=True),
+            cells="every",

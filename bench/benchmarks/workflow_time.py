@@ -1,7 +1,7 @@
 """Time the README's main job, `snakemake --cores 2 all` on the embedded default, from nothing (the target: at
-most 30 minutes on 2 cores, goal 15). Prints per-rule job counts and seconds and the slowest jobs, and writes
-bench/results/workflow_time.json (every job's seconds with its wildcards); keeps the run's report under
-bench/results/ for the README's results table.
+most 15 minutes on 2 cores with its install), or another target (`--target full`: every cell). Prints per-rule job
+counts and seconds and the slowest jobs, and writes bench/results/workflow_time.json (every job's seconds with its
+wildcards, and the CPU); keeps the run's report under bench/results/ for the README's results table.
 
 Usage: python bench/benchmarks/workflow_time.py [--results /tmp/graft-timing/results [--replace]] [--cores 2]
        python bench/benchmarks/workflow_time.py --log .snakemake/log/<run>.snakemake.log --minutes M
@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from graft.numerics import cpu_model, cpu_vendor
 from graft.results import write_text
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d+:\d+:\d+ \d+)\]")
@@ -53,6 +54,7 @@ def main() -> None:
     )
     parser.add_argument("--replace", action="store_true", help="delete --results first when it holds anything")
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--target", default="all", help="the Snakemake target timed (default: all, the main job)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "workflow_time.json")
     parser.add_argument("--log", type=Path, help="read this Snakemake log of a finished run instead of running")
     parser.add_argument("--minutes", type=float, help="with --log: the run's wall-clock minutes")
@@ -72,7 +74,7 @@ def main() -> None:
         snakemake = Path(sys.executable).parent / "snakemake"
         start = time.perf_counter()
         proc = subprocess.run(
-            [str(snakemake), "--cores", str(args.cores), "all", "--config", f"results={args.results}"],
+            [str(snakemake), "--cores", str(args.cores), args.target, "--config", f"results={args.results}"],
             capture_output=True,
             text=True,
         )
@@ -91,8 +93,10 @@ def main() -> None:
     print("slowest jobs:")
     for rule, wildcards, value in sorted(jobs, key=lambda j: -j[2])[:10]:
         print(f"  {value:>5} s  {rule} {wildcards}")
-    print(f"main job on {args.cores} cores: {seconds / 60:.1f} minutes")
+    print(f"{args.target} on {args.cores} cores: {seconds / 60:.1f} minutes")
     result = {
+        "target": args.target,
+        "cpu": {"model": cpu_model(), "vendor": cpu_vendor()},
         "cores": args.cores,
         "seconds": round(seconds, 1),
         "minutes": round(seconds / 60, 2),
@@ -100,7 +104,7 @@ def main() -> None:
         "jobs": [{"rule": r, "wildcards": w, "seconds": v} for r, w, v in jobs],
     }
     write_text(args.out, json.dumps(result, indent=2) + "\n")
-    if not args.log:
+    if not args.log and args.target == "all":
         report = args.out.parent / "embedded_default_report"
         shutil.rmtree(report, ignore_errors=True)
         shutil.copytree(args.results / "report", report)

@@ -160,6 +160,21 @@ def split_hint(cfg: RunConfig, models: tuple[str, ...]) -> str:
     return " or use scale.placement: split" if usable else ""
 
 
+def main_cells(cfg: RunConfig, cells: list[TrainingCell]) -> list[TrainingCell]:
+    """The training ``cells`` that rule ``all`` runs: those that ``workflow.main_cells`` names (``method/cell``, every
+    seed), or every one where it names none."""
+    wanted = cfg.workflow.main_cells
+    if not wanted:
+        return cells
+    known = sorted({f"{c.method}/{c.cell}" for c in cells})
+    for name in wanted:
+        if name not in known:
+            raise ConfigError(
+                f"workflow.main_cells: {name!r} is no training cell of this config; cells: {', '.join(known)}"
+            )
+    return [c for c in cells if f"{c.method}/{c.cell}" in wanted]
+
+
 def base_seeds(cfg: RunConfig, model: str) -> list[int]:
     """Seeds of the base model's evaluations (the seed samples the responses): those of its GRPO n=8 cells, the
     runs that it is compared with."""
@@ -186,6 +201,10 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     cells, steps, base = training_cells(cfg), checkpoint_steps(cfg), base_evaluations(cfg)
     evaluations = sum(len(c.models) for c in cells) * len(steps) + len(base)
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
+    main = main_cells(cfg, cells)
+    if len(main) < len(cells):
+        named = ", ".join(cfg.workflow.main_cells)
+        lines.append(f"rule all runs {len(main)} of them (workflow.main_cells: {named}); rule full runs every one")
     lines.append(f"{'method':<30} {'cells':>5}")
     lines += [f"{method:<30} {count:>5}" for method, count in Counter(c.method for c in cells).items()]
     if cfg.eval is not None:

@@ -162,11 +162,11 @@ def test_html_report_holds_every_table_and_figure_with_its_caption(smoke, tmp_pa
 
 
 def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path):
-    """A dry run of the embedded default: one test set per family of ``toy.families`` and no other, the base model
-    per seed of its GRPO n=8 cells, GRPO n=8 and GRAFT on every model and pair, the baselines only where
+    """A dry run of the embedded default's rule full: one test set per family of ``toy.families`` and no other, the
+    base model per seed of its GRPO n=8 cells, GRPO n=8 and GRAFT on every model and pair, the baselines only where
     ``workflow.baseline_*`` put them, every P1 comparison at 3 seeds and the octo cells at one (graft plan counts
-    the same)."""
-    proc = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    the same), reported in report_full/."""
+    proc = run(tool("snakemake"), "full", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
     out = proc.stdout + proc.stderr
     tests = set(re.findall(r"toy/data/test/(\w+)\.jsonl", out))
     assert tests == {"add", "sub", "add3", "sub3", "mul"}
@@ -175,10 +175,27 @@ def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path)
     assert counts["train"] == 7 + 2 + 5 + 3 + 3 + 2 + 6
     # the base model once per seed of the model's GRPO n=8 cells, so claims against it average as the RL side does
     assert counts["evaluate_base"] == 3 + 3 + 1
+    assert counts["report_full"] == 1 and "report" not in counts
     assert set(re.findall(r"eval/base/smol/seed(\d+)/smol/step_00000\.json", out)) == {"0", "1", "2"}
     assert set(re.findall(r"eval/base/octo/seed(\d+)/octo/step_00000\.json", out)) == {"0"}
-    figures = set(re.findall(r"dynamics_(\w+)\.png", out))
+    figures = set(re.findall(r"report_full/figures/dynamics_(\w+)\.png", out))
     assert figures == {"graft_P1", "graft_P2", "graft_P3", "hacpo_P1", "sgt_P1"}  # one per co-training cell run
+
+
+def test_the_default_main_job_runs_its_main_cells_and_every_other_cell_stays_a_target(tmp_path):
+    """Rule all runs workflow.main_cells (GRPO n=8 of smol and qwen and GRAFT on P1, 3 seeds each, and their base
+    models; octo is not built), and a cell outside them, HACPO on P1 seed 1, is a target of its own."""
+    proc = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    out = proc.stdout + proc.stderr
+    counts = job_counts(proc)
+    assert counts["train"] == 3 + 3 + 3
+    assert counts["evaluate_base"] == 3 + 3
+    assert counts["toy_model"] == 2 and "models/octo" not in out
+    assert counts["report"] == 1 and "report_full" not in out
+    assert set(re.findall(r"report/figures/dynamics_(\w+)\.png", out)) == {"graft_P1"}
+    done = tmp_path / "runs" / "hacpo" / "P1" / "seed1" / "done.json"
+    proc = run(tool("snakemake"), done, "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    assert job_counts(proc)["train"] == 1
 
 
 def test_second_run_does_nothing(smoke):

@@ -11,7 +11,7 @@ import yaml
 from graft.cli import main
 from graft.config import config_from_dict, load_config
 from graft.errors import ConfigError
-from graft.planning.plan import checkpoint_steps, training_cells
+from graft.planning.plan import checkpoint_steps, describe, main_cells, training_cells
 
 CONFIGS = ("config/config.yaml", "config/smoke.yaml", "config/paper.yaml")
 
@@ -117,6 +117,23 @@ def test_cell_seeds_name_models_or_pairs_and_replay_needs_the_peers_stored_seed(
     raw["workflow"].update(replay=True, baseline_pairs=[first_pair], main_seeds=[0], cell_seeds={b: [1]})
     with pytest.raises(ConfigError, match=f"replay cell {a}_from_{b} seed 0 needs {b}'s grpo_n8 run of seed 0"):
         training_cells(config_from_dict(raw))
+
+
+def test_main_cells_pick_every_seed_of_the_cells_they_name_and_refuse_an_unknown_one():
+    raw = yaml.safe_load(Path("config/config.yaml").read_text())
+    every = training_cells(config_from_dict(raw))
+    picked = main_cells(config_from_dict(raw), every)
+    assert {(c.method, c.cell) for c in picked} == {("grpo_n8", "smol"), ("grpo_n8", "qwen"), ("graft", "P1")}
+    assert sorted(c.seed for c in picked if c.cell == "P1") == [0, 1, 2]
+    assert picked == [c for c in every if c in picked]  # in the order of every cell
+    assert "rule all runs 9 of them (workflow.main_cells: " in describe(config_from_dict(raw), "config.yaml")
+    raw["workflow"]["main_cells"] = []
+    assert main_cells(config_from_dict(raw), every) == every
+    raw["workflow"]["main_cells"] = ["graft/P1", "graft/P4"]
+    with pytest.raises(
+        ConfigError, match=r"workflow\.main_cells: 'graft/P4' is no training cell of this config; cells: "
+    ):
+        main_cells(config_from_dict(raw), every)
 
 
 def test_paper_scale_matches_the_slurm_profile():

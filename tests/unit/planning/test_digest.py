@@ -184,7 +184,7 @@ def test_the_digest_check_finds_the_record_of_the_machine_s_cpu_vendor(monkeypat
 
     from graft import numerics
 
-    monkeypatch.setattr(numerics, "_cpu_model", lambda: model)
+    monkeypatch.setattr(numerics, "cpu_model", lambda: model)
     assert numerics.cpu_vendor() == vendor
     records = sorted(p.name for p in (Path(__file__).resolve().parents[3] / "config" / "digests").glob("*.json"))
     assert records == ["default.intel.json", "default.json"]
