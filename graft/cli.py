@@ -272,10 +272,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     results = args.results or Path(config.results)
     if not results.is_dir():
         raise ConfigError(f"--results: no such directory {str(results)!r}")
-    cells = training_cells(config)
-    if args.cells == "main":
+    cells, scope = training_cells(config), ""
+    if args.cells == "main" and config.workflow.main_cells:
         cells = main_cells(config, cells)
-    ctx = write_report(config, cells, results, args.out)
+        scope = (
+            f"The main job's cells only (rule all; workflow.main_cells: {', '.join(config.workflow.main_cells)}): "
+            "rows of other cells are empty here, and report_full/ (rule full) reports every cell."
+        )
+    ctx = write_report(config, cells, results, args.out, scope)
     _log_event("report", cells=len(ctx.run_cells()), out=str(args.out))
     return 0
 

@@ -48,6 +48,7 @@ def world_config(base: dict, value: float, seeds: list[int], toy_seed: int, root
         other_seeds=seeds,
         method_seeds={},
         cell_seeds={},  # the default's name cells that this cut drops
+        main_cells=[],  # rule all runs every cell of the cut
     )
     return config
 

@@ -110,9 +110,10 @@ def report_context(config: RunConfig, results: Path) -> ReportContext:
     )
 
 
-def write_report(config: RunConfig, cells: Collection, results: Path, out: Path) -> ReportContext:
+def write_report(config: RunConfig, cells: Collection, results: Path, out: Path, scope: str = "") -> ReportContext:
     """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table, for the workflow's
-    training ``cells`` (graft.planning.plan.training_cells: each a method, a cell and a seed)."""
+    training ``cells`` (graft.planning.plan.training_cells: each a method, a cell and a seed). ``scope``: a
+    sentence for the summary's head naming which cells these are, where they are not every cell."""
     ctx = report_context(config, results)
     seeds = sorted({cell.seed for cell in cells})
     summary = []
@@ -123,5 +124,7 @@ def write_report(config: RunConfig, cells: Collection, results: Path, out: Path)
     for job in _jobs(FIGURES, config, cells):
         job.make(ctx, out / "figures" / f"{job.name}.png")
     header = f"Scores are pass@1 (%); {ctx.protocol()}. Each table's caption names its seeds.\n\n"
+    if scope:
+        header = f"{scope}\n\n{header}"
     write_text(out / "summary.md", header + "\n".join(summary))
     return ctx

@@ -203,6 +203,23 @@ def test_second_run_does_nothing(smoke):
     assert "Nothing to be done" in out.stdout + out.stderr
 
 
+def test_the_report_of_the_main_cells_names_them_and_draws_only_their_figures(smoke, tmp_path):
+    """graft report --cells main (rule all's report where workflow.main_cells names fewer cells than the config
+    runs): the summary's head says which cells, and the training-dynamics figures are of those cells only."""
+    config = yaml.safe_load((smoke / "config.yaml").read_text())
+    config["workflow"].update(pair_methods=["graft", "hacpo"], main_cells=["grpo_n8/smol", "graft/P1"])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    out = tmp_path / "report"
+    run(tool("graft"), "report", "--config", path, "--results", smoke, "--out", out, "--cells", "main", check=True)
+    assert (
+        (out / "summary.md")
+        .read_text()
+        .startswith("The main job's cells only (rule all; workflow.main_cells: grpo_n8/smol, graft/P1)")
+    )
+    assert sorted(p.name for p in (out / "figures").glob("dynamics_*")) == ["dynamics_graft_P1.png"]
+
+
 def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
     target = smoke / "runs" / "graft_no_gate" / "P1" / "seed0" / "done.json"
     before = target.stat().st_mtime
