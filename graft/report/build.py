@@ -12,6 +12,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.report.figures import figure1, figure3a, figure3b, figure_dynamics
+from graft.report.load import load
 from graft.report.table import Table
 from graft.report.tables import (
     ReportContext,
@@ -95,10 +96,14 @@ def report_outputs(config: RunConfig, cells: Collection, out: str | Path) -> Rep
     )
 
 
-def report_context(config: RunConfig, results: Path) -> ReportContext:
-    """The results tree loaded and seen as ``config`` sees it (its models, pairs, benchmarks, rule and seeds)."""
-    return ReportContext.from_results(
-        results,
+def report_context(config: RunConfig, results: Path, cells: Collection | None = None) -> ReportContext:
+    """The results tree loaded and seen as ``config`` sees it (its models, pairs, benchmarks, rule and seeds);
+    ``cells``: of these training cells only (and the base models), else of every run the tree holds."""
+    loaded = load(results)
+    if cells is not None:
+        loaded = loaded.of_runs({(c.method, c.cell, c.seed) for c in cells}, {m for c in cells for m in c.models})
+    return ReportContext(
+        loaded,
         list(config.models),
         config.pairs,
         config.report.paper_models,
@@ -114,7 +119,7 @@ def write_report(config: RunConfig, cells: Collection, results: Path, out: Path,
     """Tables (Markdown, CSV, LaTeX), figures (PNG) and a Markdown summary of every table, for the workflow's
     training ``cells`` (graft.planning.plan.training_cells: each a method, a cell and a seed). ``scope``: a
     sentence for the summary's head naming which cells these are, where they are not every cell."""
-    ctx = report_context(config, results)
+    ctx = report_context(config, results, cells if scope else None)
     seeds = sorted({cell.seed for cell in cells})
     summary = []
     for job in _jobs(TABLES, config, cells):

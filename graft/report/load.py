@@ -32,6 +32,21 @@ class Results:
     reeval_samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step"]))
     reeval_scores: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step", "run"]))
 
+    def of_runs(self, runs: set[tuple[str, str, int]], models: set[str]) -> Results:
+        """Only the training runs ``runs`` (method, cell, seed) and the base evaluations of ``models``: a report of
+        some cells stays theirs when the tree holds more."""
+
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            if frame.empty:
+                return frame
+            planned = [(m, c, int(s)) in runs for m, c, s in zip(frame.method, frame.cell, frame.seed, strict=True)]
+            base = (frame.method == "base") & frame.cell.isin(models)
+            return frame[base | pd.Series(planned, index=frame.index)]
+
+        return Results(
+            *(keep(getattr(self, f)) for f in ("samples", "scores", "metrics", "reeval_samples", "reeval_scores"))
+        )
+
 
 def load_evaluations(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(samples, scores) of every evaluation JSON under ``results/eval``."""

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -218,6 +219,14 @@ def test_the_report_of_the_main_cells_names_them_and_draws_only_their_figures(sm
         .startswith("The main job's cells only (rule all; workflow.main_cells: grpo_n8/smol, graft/P1)")
     )
     assert sorted(p.name for p in (out / "figures").glob("dynamics_*")) == ["dynamics_graft_P1.png"]
+    # the smoke tree holds more runs (grpo_n8 of qwen, graft_no_gate, grpo_n8_ds): the tables leave them out
+    selection = pd.read_csv(out / "tables" / "table_selection.csv")
+    assert set(zip(selection.method, selection.cell, strict=True)) == {
+        ("base", "smol"),
+        ("base", "qwen"),
+        ("grpo_n8", "smol"),
+        ("graft", "P1"),
+    }
 
 
 def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
