@@ -83,6 +83,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         steps=args.steps if args.steps is not None else config.train.steps,
         peer_archives=tuple(args.peer_archive or ()),
         resume=args.resume,
+        overwrite=args.overwrite,
         eval_dir=args.eval_dir,
         force_unlock=args.force_unlock,
     )
@@ -373,9 +374,20 @@ def _add_training(sub) -> None:
         action="append",
         help="trajectory directory of a peer's GRPO run (replay); repeated: several peers, one per prompt",
     )
-    train.add_argument("--resume", action="store_true", help="continue from the last intact checkpoint")
     train.add_argument(
-        "--force-unlock", action="store_true", help="take over a run lock held by a process on another host"
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its newest intact checkpoint; a finished run: nothing to do",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in --out (with --resume: only when it cannot be continued: other settings, or finished)",
+    )
+    train.add_argument(
+        "--force-unlock",
+        action="store_true",
+        help="take over a run lock held on another host whose Slurm job cannot be asked about",
     )
     train.add_argument("--threads", type=int, help="torch CPU threads")
     train.add_argument("--eval-dir", type=Path, help="evaluate each checkpoint as it is saved, into this directory")

@@ -1,5 +1,7 @@
 rule train:
-    """One training cell: GRPO, co-training of a pair, or archive replay; resumes a killed run."""
+    """One training cell: GRPO, co-training of a pair, or archive replay. Snakemake runs the job only when done.json
+    is missing or stale: a killed or stopped run resumes (--resume), a finished one is retrained (--overwrite), as
+    --forcerun or a changed training setting asks (graft/train/run_state.py)."""
     input:
         unpack(train_inputs),
     output:
@@ -34,5 +36,5 @@ rule train:
         # On SIGTERM (preemption) the trainer saves before it exits: the shell waits for it instead of ending first,
         # which would end the Slurm job step and kill the trainer mid-save.
         "trap : TERM; {params.launcher} train --config {input.config} --method {wildcards.method} --models {params.models}"
-        " --seed {wildcards.seed} --out {params.out} --resume --threads {params.threads_each} {params.archive} {params.evaluate}"
+        " --seed {wildcards.seed} --out {params.out} --resume --overwrite --threads {params.threads_each} {params.archive} {params.evaluate}"
         " 2> {log}"

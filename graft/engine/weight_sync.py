@@ -158,6 +158,17 @@ def write_safetensors(
     return 8 + len(encoded) + offset
 
 
+def sync_file_prefix(pid: int) -> str:
+    """The start of a weight-sync file's name: the writing process's pid, so that the run that takes over a dead
+    holder's lock on the same node can find the files it left (graft.train.lock)."""
+    return f"graft-weights-{pid}-"
+
+
+def sync_file_pattern(pid: int) -> str:
+    """A glob pattern for the weight-sync files process ``pid`` wrote."""
+    return f"{sync_file_prefix(pid)}*.safetensors"
+
+
 @contextmanager
 def node_file(weights: WeightStream, world: World, dtype: torch.dtype, directory: Path) -> Iterator[Path]:
     """The whole model in ``dtype`` in one safetensors file per node in ``directory``, each tensor once, written
@@ -167,7 +178,7 @@ def node_file(weights: WeightStream, world: World, dtype: torch.dtype, directory
     tensors = (t for _, t in weights.tensors())
     mine = None
     if world.local_rank == 0:
-        handle, name = tempfile.mkstemp(prefix="graft-weights-", suffix=".safetensors", dir=directory)
+        handle, name = tempfile.mkstemp(prefix=sync_file_prefix(os.getpid()), suffix=".safetensors", dir=directory)
         os.close(handle)
         mine = Path(name)
     try:

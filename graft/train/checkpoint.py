@@ -294,15 +294,32 @@ def latest(run: RunDir, models: list[str], say=lambda line: None) -> Path | None
 
 
 def restore(
-    run: RunDir, learners: list[Learner], world: World, models: list[str], capabilities: dict[str, CapabilityTracker]
+    run: RunDir,
+    learners: list[Learner],
+    world: World,
+    models: list[str],
+    capabilities: dict[str, CapabilityTracker],
+    start_over: bool = True,
 ) -> int:
     """Load the newest intact resumable checkpoint of the run's ``models`` into this process's ``learners``,
-    ``capabilities`` and the RNGs; returns the step to continue from (0 with none: the run starts over). Falling
-    back is said on stderr by process 0."""
-    say = (lambda line: print(line, file=sys.stderr, flush=True)) if world.is_main else (lambda line: None)
-    ckpt = latest(run, models, say)
-    if ckpt is None:
+    ``capabilities`` and the RNGs; returns the step to continue from (0 with none: the run starts over, unless
+    ``start_over`` is false: a finished run asked for more steps is never redone from step 0 by implication).
+    Process 0 checks the checkpoints against their manifests (hashing them) and says on stderr what it falls back
+    from; the others take its answer."""
+    found = refusal = None
+    if world.is_main:
+        found = latest(run, models, lambda line: print(line, file=sys.stderr, flush=True))
+        if found is None and not start_over:
+            refusal = (
+                f"--resume: {str(run.root)!r} has no intact resumable checkpoint to continue its finished run "
+                "from; --overwrite retrains it from step 0"
+            )
+    answer, refusal = world.gather((None if found is None else str(found), refusal))[0]
+    if refusal:  # on every process, so that none waits for the others
+        raise ConfigError(refusal)
+    if answer is None:
         return 0
+    ckpt = Path(answer)
     state = json.loads((ckpt / "state.json").read_text())
     written = state.get("model_processes") or {name: state.get("processes", 1) for name in models}
     for learner in learners:

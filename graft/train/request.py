@@ -25,6 +25,10 @@ class TrainRequest:
     """Archive replay: the trajectory directories of the peers' stored GRPO runs (one, or several: then each
     all-fail prompt takes one peer's group, graft.algo.group_selection without balancing)."""
     resume: bool = False
+    """Continue the run in ``out`` (graft.train.run_state says what that means for each thing ``out`` may hold)."""
+    overwrite: bool = False
+    """Replace the run in ``out``; with ``resume``, only a run that cannot be continued (another run's settings,
+    or finished)."""
     eval_dir: Path | None = None
     """Evaluate each checkpoint as it is saved, into <eval_dir>/<model>/step_NNNNN.json (saves a process start
     and a model load per checkpoint on a CPU; a cluster evaluates in separate GPU jobs instead)."""

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import pickle
-import shutil
+import sys
 import time
 from contextlib import nullcontext
+from functools import cached_property
+from pathlib import Path
 
 import torch
 
@@ -29,6 +31,7 @@ from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
 from graft.engine.reward import Grader
 from graft.engine.scoring import ScoringSettings
+from graft.engine.weight_sync import SHM
 from graft.errors import ConfigError
 from graft.numerics import numerics_record
 from graft.results import RunDir, write_text
@@ -40,6 +43,7 @@ from graft.train.learner import Learner, make_learner
 from graft.train.lock import RunLock
 from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
+from graft.train.run_state import OutPlan, plan_out, replace, run_settings
 from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
 from graft.train.stop import StopRequests, TrainingStopped
 from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
@@ -74,13 +78,18 @@ class Trainer:
         self.grader = Grader(self.cfg.reward.kind, self.cfg.reward.timeout, self.cfg.reward.workers)
         scale = self.cfg.scale
         self.placement = place(req.models, world, scale.placement, scale.processes, scale.sharding)
-        self.learners = [make_learner(name, self.cfg, self.method, home) for name, home in self.placement.homes.items()]
         self.capabilities = {name: CapabilityTracker(self.method.hacpo_window) for name in req.models}
         """Every model's HACPO capability, on every process (a peer's is needed where the peer does not live)."""
         self.peer = self._peer()
         self.scoring = ScoringSettings.from_train(self.cfg.train)
         self.start_step = 0
         self.stops = StopRequests()
+
+    @cached_property
+    def learners(self) -> list[Learner]:
+        """This process's models, loaded (with their rollout engines) on first use: ``run`` uses them only once it
+        holds the run's lock and knows there is training to do."""
+        return [make_learner(name, self.cfg, self.method, home) for name, home in self.placement.homes.items()]
 
     def _peer(self) -> NoPeer | LivePair | LiveGroup | ArchivePeer:
         if self.method.peer == "live":
@@ -269,50 +278,64 @@ class Trainer:
         return [[row for gi in chunk.tolist() for row in groups[gi].rows] for chunk in order]
 
     def run(self, log=lambda fields: None):
-        """Train (or resume) to ``req.steps``, checkpointing on the way, holding the run directory's lock;
-        returns the metrics file."""
+        """Train (or resume) to ``req.steps``, checkpointing on the way, holding the run directory's lock, taken
+        before any model loads; returns the metrics file. What is already in ``--out`` is never removed or redone
+        unless asked (graft.train.run_state)."""
         self.run_dir.root.mkdir(parents=True, exist_ok=True)
-        with RunLock(self.run_dir.root, self.req.force_unlock) if self.world.is_main else nullcontext():
+        sync_dir = Path(self.cfg.scale.sync_dir) if self.cfg.scale.sync_dir else SHM
+        lock = RunLock(self.run_dir.root, self.req.force_unlock, sync_dir=sync_dir) if self.world.is_main else None
+        with lock or nullcontext():
+            self.world.barrier()  # process 0 holds the lock before any process reads the directory
             return self._run(log)
 
-    def _run(self, log):
-        run, main = self.run_dir, self.world.is_main
-        meta = {
+    def _meta(self) -> dict:
+        return {
             "method": self.method.to_dict(),
             "models": self.req.models,
             "seed": self.req.seed,
             "steps": self.req.steps,
             "peer_archive": [str(a) for a in self.req.peer_archives] or None,
+            "settings": run_settings(self.cfg, self.req.models),
         }
-        if self.req.resume and run.run_json.is_file():
-            old = json.loads(run.run_json.read_text())
-            if any(old.get(k) != meta[k] for k in ("method", "models", "seed")):
-                raise ConfigError(
-                    f"--resume: {str(run.root)!r} holds a run of another method, models or seed; "
-                    "remove it or choose another --out"
-                )
+
+    def _run(self, log):
+        run, main, meta = self.run_dir, self.world.is_main, self._meta()
+        plan: OutPlan = plan_out(run, meta, self.req.steps, self.req.resume, self.req.overwrite)
+        self.world.barrier()  # every process has read the directory before process 0 changes it
+        if plan.action == "finished":
+            if main:
+                todo = "nothing to train" if self.req.eval_dir else "nothing to do"
+                self._say(f"{str(run.root)!r} holds this run, finished at {self.req.steps} steps; {todo}")
+                if not run.done.is_file():  # removed by hand: the record run.json keeps of it goes back
+                    write_text(run.done, json.dumps(json.loads(run.run_json.read_text())["finished"], indent=2) + "\n")
+            try:
+                self._evaluate()  # what a killed job's evaluations lack, if asked
+            finally:
+                self.grader.close()
+            self.world.barrier()
+            return run.metrics
         if main:
+            if plan.action == "replace":
+                self._say(f"--overwrite: replacing the run in {str(run.root)!r}")
+                replace(run)
             run.done.unlink(missing_ok=True)
-            run.pruned.unlink(missing_ok=True)  # it describes the finished run this one replaces or continues
-            if not self.req.resume:
-                shutil.rmtree(run.checkpoint_root, ignore_errors=True)
+            run.pruned.unlink(missing_ok=True)  # it describes the finished run this one continues
         self.world.barrier()
-        if self.req.resume:
-            self.start_step = checkpoint.restore(run, self.learners, self.world, self.req.models, self.capabilities)
+        learners = self.learners  # the models load here, once there is training to do
+        if plan.action == "resume":
+            self.start_step = checkpoint.restore(
+                run, learners, self.world, self.req.models, self.capabilities, start_over=plan.extend_from is None
+            )
         if main:  # what a previous run wrote for the steps to come is redone
             checkpoint.trim_after(run, self.start_step, self.req.models)
         if main:
             # what decides the CPU float bits (graft.numerics), beside what decides the run
             record = {**meta, "numerics": numerics_record()}
-            run.run_json.write_text(json.dumps(record, indent=2) + "\n")
+            write_text(run.run_json, json.dumps(record, indent=2) + "\n")
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
             self._train_steps(log, tracker)
-            if self.req.eval_dir is not None:
-                from graft.eval.evaluate import Evaluator, evaluate_run
-
-                with Evaluator(self.cfg, self.grader) as evaluator:
-                    evaluate_run(evaluator, run, self.req.models, self.req.eval_dir, only_missing=True)
+            self._evaluate()
         finally:
             self.grader.close()
             if tracker is not None:
@@ -324,6 +347,15 @@ class Trainer:
                 checkpoint.remove_resume_state(run.saved_checkpoints(), list(self.req.models))
         self.world.barrier()
         return run.metrics
+
+    def _evaluate(self) -> None:
+        """With ``--eval-dir``, every checkpoint of the run not yet evaluated there."""
+        if self.req.eval_dir is None:
+            return
+        from graft.eval.evaluate import Evaluator, evaluate_run
+
+        with Evaluator(self.cfg, self.grader) as evaluator:
+            evaluate_run(evaluator, self.run_dir, self.req.models, self.req.eval_dir, only_missing=True)
 
     def _train_steps(self, log, tracker: Tracker | None) -> None:
         """The steps from ``start_step`` on, with their metrics and checkpoints: every ``train.checkpoint_every``
@@ -381,4 +413,11 @@ class Trainer:
             "wall_hours": sum(r["step_time_s"] for r in by_step.values()) / 3600,
             "gpu_hours": sum(r["gpu_hours"] for r in by_step.values()),
         }
+        # run.json keeps a copy: Snakemake removes done.json before it reruns a job, and a finished run stays
+        # finished for graft.train.run_state
+        record = json.loads(self.run_dir.run_json.read_text())
+        write_text(self.run_dir.run_json, json.dumps({**record, "finished": done}, indent=2) + "\n")
         write_text(self.run_dir.done, json.dumps(done, indent=2) + "\n")
+
+    def _say(self, line: str) -> None:
+        print(f"graft train: {line}", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 from helpers.forced import FORCED, TEMPLATE
+from helpers.run_dirs import tree_digest, unfinish
 
 from graft.algo import exchange_candidates, minibatch_order, success_counts
 from graft.cli import main
@@ -20,6 +21,7 @@ from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout
 from graft.engine.scoring import ScoringSettings, retokenize, retokenize_all, score_peer_responses
+from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.seeding import generator
 from graft.train.exchange import build_groups, select_prompts
@@ -45,10 +47,11 @@ def metrics(path):
 UNBALANCED = {"graft_complementary_unbalanced": {"base": "graft", "balanced": False}}
 
 
-def run(world, out, method="graft", models="A,B", steps=3, archive=None, resume=False, seed=0):
+def run(world, out, method="graft", models="A,B", steps=3, archive=None, resume=False, seed=0, overwrite=False):
     config = load_config(world["config"])
     archives = (archive,) if archive else ()
-    req = TrainRequest(config, get_method(method, UNBALANCED), models.split(","), seed, out, steps, archives, resume)
+    method = get_method(method, UNBALANCED)
+    req = TrainRequest(config, method, models.split(","), seed, out, steps, archives, resume, overwrite=overwrite)
     return Trainer(req)
 
 
@@ -279,15 +282,16 @@ def test_resume_without_resume_state_starts_over(forced_world, tmp_path):
     shutil.rmtree(out / "checkpoints" / "step_00003")
     for m in "AB":  # step 2 keeps its model but loses its optimizer state
         (out / "checkpoints" / "step_00002" / m / "optimizer.pt").unlink()
-    (out / "done.json").unlink()
+    unfinish(out)
     run(forced_world, out, steps=3, resume=True).run(log=lambda _: None)
     assert metrics(out) == before  # redone from step 0, with no duplicated rows
 
 
-def test_a_finished_run_drops_its_resume_state_and_a_rerun_trains_it_again(forced_world, tmp_path):
+def test_a_finished_run_drops_its_resume_state_and_only_overwrite_trains_it_again(forced_world, tmp_path, capsys):
     """train.keep_resume_state: false (the default; the forced world keeps it for the resume tests): once done.json
-    is written no checkpoint holds optimizer state, every one keeps its model, and resuming the finished run starts
-    over and ends where it ended."""
+    is written no checkpoint holds optimizer state and every one keeps its model. Resuming the finished run does
+    nothing, file for file; asked for more steps it is refused, as it cannot continue; ``--resume --overwrite`` (as
+    Snakemake's rule passes) trains it again and ends where it ended."""
     config = yaml.safe_load(forced_world["config"].read_text())
     del config["train"]["keep_resume_state"]
     path = tmp_path / "config.yaml"
@@ -295,13 +299,20 @@ def test_a_finished_run_drops_its_resume_state_and_a_rerun_trains_it_again(force
     world = {**forced_world, "config": path}
     out = tmp_path / "run"
     run(world, out, steps=3).run(log=lambda _: None)
-    before = metrics(out)
+    before, files = metrics(out), tree_digest(out)
     ckpts = sorted((out / "checkpoints").iterdir())
     assert [c.name for c in ckpts] == ["step_00002", "step_00003"] and (out / "done.json").is_file()
     assert all(
         (c / m / "model.safetensors").is_file() and not (c / m / "optimizer.pt").exists() for c in ckpts for m in "AB"
     )
-    rerun = run(world, out, steps=3, resume=True)
+    finished = run(world, out, steps=3, resume=True)
+    finished.run(log=lambda _: None)
+    assert "finished at 3 steps; nothing to do" in capsys.readouterr().err
+    assert tree_digest(out) == files and "learners" not in vars(finished)  # no model was loaded
+    with pytest.raises(ConfigError, match="resume state was removed"):
+        run(world, out, steps=4, resume=True).run(log=lambda _: None)
+    assert tree_digest(out) == files
+    rerun = run(world, out, steps=3, resume=True, overwrite=True)
     rerun.run(log=lambda _: None)
     assert rerun.start_step == 0 and metrics(out) == before
 

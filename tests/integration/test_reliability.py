@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
+from helpers.run_dirs import tree_digest, unfinish
 from safetensors.torch import load_file
 
 from graft.cli import main
@@ -48,9 +49,9 @@ def same_weights(a, b):
     return all(torch.equal(a[m][k], b[m][k]) for m in a for k in a[m])
 
 
-def cli_train(world, out, *extra):
-    argv = ["train", "--config", str(world["config"]), "--method", "graft", "--models", "A,B", "--seed", "0"]
-    return main([*argv, "--out", str(out), "--steps", "2", *extra])
+def cli_train(world, out, *extra, steps=2, seed=0):
+    argv = ["train", "--config", str(world["config"]), "--method", "graft", "--models", "A,B", "--seed", str(seed)]
+    return main([*argv, "--out", str(out), "--steps", str(steps), *extra])
 
 
 def dead_pid() -> int:
@@ -88,6 +89,17 @@ def test_another_hosts_lock_is_respected_unless_forced(forced_world, tmp_path, c
     assert "--force-unlock" in capsys.readouterr().err
     assert cli_train(forced_world, out, "--force-unlock") == 0
     assert not (out / LOCK_NAME).exists()
+
+
+def test_a_live_holder_is_refused_before_any_model_loads(forced_world, tmp_path, monkeypatch, capsys):
+    def no_model_may_load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the lock was taken")
+
+    monkeypatch.setattr("graft.train.trainer.make_learner", no_model_may_load)
+    out = tmp_path / "run"
+    write_lock(out, socket.gethostname(), os.getpid())
+    assert cli_train(forced_world, out) == 2
+    assert "in use by a run on" in capsys.readouterr().err
 
 
 def test_the_lock_is_exclusive_and_only_its_holder_releases_it(tmp_path):
@@ -132,6 +144,39 @@ def uninterrupted(forced_world, tmp_path_factory):
     return out
 
 
+@pytest.mark.parametrize(
+    ("flags", "seed", "code", "said"),
+    [
+        ((), 0, 2, "holds a run (models A,B, seed 0, finished at 3 steps); --resume continues it, --overwrite"),
+        (("--resume",), 0, 0, "holds this run, finished at 3 steps; nothing to do"),
+        (("--resume",), 1, 2, "holds a run of another seed (0 there, 1 now); --overwrite replaces it"),
+    ],
+)
+def test_a_finished_run_is_neither_destroyed_nor_redone_unless_overwritten(
+    forced_world, tmp_path, uninterrupted, capsys, flags, seed, code, said
+):
+    out = tmp_path / "run"
+    shutil.copytree(uninterrupted, out)
+    before = tree_digest(out)
+    assert cli_train(forced_world, out, *flags, steps=3, seed=seed) == code
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+    assert tree_digest(out) == before  # byte for byte
+
+
+def test_overwrite_replaces_a_finished_run_with_a_whole_new_one(forced_world, tmp_path, uninterrupted, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(uninterrupted, out)
+    (out / "trajectories" / "A" / "step_00009.parquet").write_bytes(b"left by an older run")
+    (out / "notes.txt").write_text("the user's own file")
+    assert cli_train(forced_world, out, "--overwrite", steps=3) == 0
+    assert "--overwrite: replacing the run" in capsys.readouterr().err
+    assert metrics(out) == metrics(uninterrupted)
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+    assert not (out / "trajectories" / "A" / "step_00009.parquet").exists()
+    assert (out / "notes.txt").read_text() == "the user's own file"
+
+
 def _truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -152,7 +197,7 @@ def test_resume_falls_back_from_a_damaged_newest_checkpoint(
     out = tmp_path / "run"
     shutil.copytree(uninterrupted, out)
     damage(out / "checkpoints" / "step_00003")
-    (out / "done.json").unlink()
+    unfinish(out)
     train(forced_world, out, resume=True)
     said = capsys.readouterr().err
     assert f"checkpoint step_00003 is not usable: {reason}" in said and "falling back to step_00002" in said
@@ -165,6 +210,7 @@ def test_with_no_intact_checkpoint_the_run_starts_over(forced_world, tmp_path, u
     shutil.copytree(uninterrupted, out)
     for ckpt in (out / "checkpoints").iterdir():
         _truncate(ckpt / "B" / "model.safetensors")
+    unfinish(out)
     train(forced_world, out, resume=True)
     assert "no intact checkpoint; starting over" in capsys.readouterr().err
     assert metrics(out) == metrics(uninterrupted)
@@ -175,6 +221,7 @@ def test_records_after_the_fallback_are_trimmed(forced_world, tmp_path, uninterr
     out = tmp_path / "run"
     shutil.copytree(uninterrupted, out)
     shutil.rmtree(out / "checkpoints" / "step_00003")
+    unfinish(out)
     stale = out / "trajectories" / "A" / "step_00007.parquet"  # a record no step of this run will rewrite
     shutil.copy(out / "trajectories" / "A" / "step_00002.parquet", stale)
     with (out / "metrics.jsonl").open("a") as handle:
