@@ -509,6 +509,11 @@ class WorkflowSpec:
     selection rules pick (``report.selection`` may change afterwards) and the last; every evaluation stays, and
     each removed checkpoint's manifest, so a retried evaluation job with unchanged settings finds its kept
     result. Evaluating a removed checkpoint with other settings needs the cell retrained."""
+    disk_budget_gb: float | None = None
+    """The most disk (GB) the results tree may hold at once. A cell holds every checkpoint from the start of its
+    training until rule ``prune_checkpoints`` follows its last evaluation; with a budget, a cell starts training
+    only once the cell that many places before it in the plan is pruned, so that at most as many cells are in
+    flight as fit (``graft plan`` prints the number and the peak). None: every cell may be in flight at once."""
     hf_home: str | None = None
     """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
@@ -526,7 +531,7 @@ class WorkflowSpec:
             for name, rate in getattr(self, field_name).items():
                 if not rate > 0:
                     raise FieldError(f"{field_name}.{name}", f"{rate} is not allowed; expected > 0")
-        for name in ("gpu_peak_tflops", "sync_gb_per_s"):
+        for name in ("gpu_peak_tflops", "sync_gb_per_s", "disk_budget_gb"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise FieldError(name, f"{value} is not allowed; expected > 0")

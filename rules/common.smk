@@ -9,7 +9,13 @@ import yaml
 from graft.config import config_from_dict
 from graft.planning.job_lengths import evaluation_parts
 from graft.planning.launch import train_launcher
-from graft.planning.plan import base_seeds, checkpoint_steps, main_cells, training_cells
+from graft.planning.plan import (
+    base_seeds,
+    checkpoint_steps,
+    disk_turns,
+    main_cells,
+    training_cells,
+)
 from graft.planning.preflight import environment_problem, slurm_problem
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
@@ -22,6 +28,8 @@ CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 # The cells rule all runs (workflow.main_cells); rule full runs every cell
 MAIN = {(c.method, c.cell, c.seed): c for c in main_cells(CFG, list(CELLS.values()))}
 STEPS = checkpoint_steps(CFG)
+# workflow.disk_budget_gb: the cell whose pruning each cell waits for before it trains
+IN_FLIGHT, DISK_TURN = disk_turns(CFG, list(CELLS.values()))
 TOY = CFG.toy is not None
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
@@ -89,6 +97,8 @@ def train_inputs(wc):
     }
     if c.peer is not None:
         inputs["peer"] = str(TREE.run("grpo_n8", c.peer, c.seed).done)
+    if c in DISK_TURN:  # ancient: re-pruning that cell later must not retrain this one
+        inputs["disk_turn"] = ancient(str(DISK_TURN[c].run_dir(TREE).pruned))
     return inputs
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graft.config import RunConfig
+from graft.errors import ConfigError
 from graft.planning.job_lengths import problem_count
 from graft.planning.memory import DTYPE_BYTES, GB, model_sizes, parameters
 
@@ -87,9 +88,12 @@ def _times(count: float, value: float | None) -> float | None:
     return None if value is None else count * value
 
 
-def disk_use(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str]) -> list[DiskUse]:
+def disk_use(
+    cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str], footprints: list | None = None
+) -> list[DiskUse]:
     """Each kind of output of ``cells`` (graft.planning.plan.TrainingCell) with checkpoint ``steps``, then the total;
-    ``base_evaluations``: the model of each evaluation of a base model."""
+    ``base_evaluations``: the model of each evaluation of a base model. ``footprints``, when given, receives each
+    cell's (while it runs, kept) total, in the order of ``cells``."""
     from graft.methods import get_method
 
     t, w = cfg.train, cfg.workflow
@@ -127,6 +131,8 @@ def disk_use(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str
 
     per_cell = [cell_kinds(c) for c in cells]
     base = _times(len(base_evaluations), evaluation)
+    if footprints is not None:
+        footprints.extend((_total(each[k][0] for k in each), _total(each[k][1] for k in each)) for each in per_cell)
     kinds = list(per_cell[0]) if per_cell else []
     peaks = [_total(each[k][0] for k in kinds) for each in per_cell]
     largest = None if not per_cell or None in peaks else per_cell[peaks.index(max(peaks))]
@@ -177,3 +183,45 @@ def disk_lines(cfg: RunConfig, uses: list[DiskUse], steps: list[int]) -> list[st
         "is evaluated, each selection rule's and the last (workflow.keep_checkpoints: false)"
     )
     return [*lines, f"  kept: {resume};", f"        {checkpoints}"]
+
+
+def peak_bytes(footprints: list[tuple[float | None, float | None]], base: float, in_flight: int) -> float | None:
+    """An upper bound of the workflow's disk at any moment when at most ``in_flight`` cells have started training
+    and are not yet pruned: every cell's kept outputs and the base models' evaluations (``base``, bytes), plus what
+    the ``in_flight`` cells that hold the most beyond their kept outputs hold while they run."""
+    if any(r is None or k is None for r, k in footprints):
+        return None
+    extra = sorted((r - k for r, k in footprints), reverse=True)
+    return float(sum(extra[:in_flight]) + sum(k for _, k in footprints) + base)
+
+
+def cells_in_flight(cfg: RunConfig, footprints: list[tuple[float | None, float | None]], base: float) -> int:
+    """How many cells may be in flight (training, or trained and not yet pruned) at once: every cell without
+    ``workflow.disk_budget_gb``, else the most whose peak stays within it. A budget below one cell's peak, or below
+    what the workflow keeps at its end, is refused with one line."""
+    budget = cfg.workflow.disk_budget_gb
+    if budget is None or not footprints:
+        return len(footprints)
+    if peak_bytes(footprints, base, 1) is None:
+        raise ConfigError(
+            f"workflow.disk_budget_gb: {budget:g} GB cannot be planned: a model's sizes or a benchmark's problem "
+            "count is unknown (graft plan shows ?); make the models and benchmarks readable, or drop the budget"
+        )
+    if cfg.workflow.keep_checkpoints:
+        everything = _total([*(r for r, _ in footprints), base])
+        if everything is not None and everything > budget * GB:
+            raise ConfigError(
+                f"workflow.disk_budget_gb: {budget:g} GB is less than the {everything / GB:,.1f} GB that every "
+                "checkpoint kept takes (workflow.keep_checkpoints: true); expected a budget of at least that, or "
+                "workflow.keep_checkpoints: false"
+            )
+        return len(footprints)
+    fits = [k for k in range(1, len(footprints) + 1) if (peak_bytes(footprints, base, k) or 0) <= budget * GB]
+    if not fits:
+        least = peak_bytes(footprints, base, 1)
+        raise ConfigError(
+            f"workflow.disk_budget_gb: {budget:g} GB is less than the {least / GB:,.1f} GB the workflow needs with one "
+            "cell in flight at a time (every cell's kept outputs and the largest cell while it runs); expected at "
+            "least that"
+        )
+    return max(fits)

@@ -13,7 +13,7 @@ from pathlib import Path
 from graft.config import RunConfig, model_groups
 from graft.errors import ConfigError
 from graft.methods import get_method, group_problem
-from graft.planning.disk import disk_lines, disk_use
+from graft.planning.disk import cells_in_flight, disk_lines, disk_use, evaluation_bytes, peak_bytes
 from graft.planning.job_lengths import job_kinds, job_lines, profile_runtimes
 from graft.planning.memory import (
     DTYPE_BYTES,
@@ -95,6 +95,63 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
     check_memory(cfg, cells)
     check_engines(cfg, cells)
     return cells
+
+
+def disk_order(cfg: RunConfig, cells: list[TrainingCell]) -> list[TrainingCell]:
+    """The cells in the order they take turns under ``workflow.disk_budget_gb``: rule all's first (with the GRPO
+    runs its replay cells read), then the rest, each part with the replay cells after every run they could read,
+    so that a cell waits only on cells before it and no turn waits on itself."""
+    main = set(main_cells(cfg, cells))
+    peers = {(c.peer, c.seed) for c in main if c.peer is not None}
+    first = [
+        c for c in cells if c.peer is None and (c in main or (c.method == "grpo_n8" and (c.cell, c.seed) in peers))
+    ]
+    rest = [c for c in cells if c not in first]
+    return [
+        *first,
+        *(c for c in rest if c.peer is not None and c in main),
+        *(c for c in rest if c.peer is None),
+        *(c for c in rest if c.peer is not None and c not in main),
+    ]
+
+
+def disk_turns(cfg: RunConfig, cells: list[TrainingCell]) -> tuple[int, dict[TrainingCell, TrainingCell]]:
+    """How many cells may be in flight at once under ``workflow.disk_budget_gb`` (graft.planning.disk), and for
+    each cell that must wait its turn, the cell whose pruning it waits for (the one that many places before it
+    in ``disk_order``). Without a budget, or with every checkpoint kept, no cell waits."""
+    ordered = disk_order(cfg, cells)
+    footprints: list = []
+    disk_use(cfg, ordered, checkpoint_steps(cfg), base_evaluations(cfg), footprints)
+    k = cells_in_flight(cfg, footprints, _base_bytes(cfg))
+    if cfg.workflow.keep_checkpoints:
+        return k, {}
+    return k, {ordered[i]: ordered[i - k] for i in range(k, len(ordered))}
+
+
+def _base_bytes(cfg: RunConfig) -> float:
+    evaluation = evaluation_bytes(cfg)
+    return 0.0 if evaluation is None else len(base_evaluations(cfg)) * evaluation
+
+
+def peak_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
+    """The workflow's peak disk as ``graft plan`` prints it: with every cell in flight, and under the budget."""
+    footprints: list = []
+    disk_use(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg), footprints)
+    base = _base_bytes(cfg)
+
+    def tb(value: float | None) -> str:
+        return "?" if value is None else f"{value / 1e12:,.2f} TB"
+
+    every = peak_bytes(footprints, base, len(cells))
+    lines = [f"  peak: {tb(every)} with all {len(cells)} cells in flight (trained, not yet pruned)"]
+    budget = cfg.workflow.disk_budget_gb
+    if budget is not None and not cfg.workflow.keep_checkpoints:
+        k, _ = disk_turns(cfg, cells)
+        lines.append(
+            f"  peak under workflow.disk_budget_gb ({budget:,g} GB): {tb(peak_bytes(footprints, base, k))}, with at "
+            f"most {k} cells in flight: each cell starts training once the cell {k} places before it is pruned"
+        )
+    return lines
 
 
 def check_engines(cfg: RunConfig, cells: list[TrainingCell]) -> None:
@@ -227,6 +284,7 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     lines += memory_lines(cfg, cells)
     lines += disk_lines(cfg, disk_use(cfg, cells, steps, base), steps)
+    lines += peak_lines(cfg, cells)
     lines += estimate_basis(cfg)
     lines += step_lines(cfg, cells)
     kinds = job_kinds(cfg, cells, steps, base)

@@ -139,14 +139,18 @@ def save(
     model_processes: dict[str, int],
     keep_resumable: int = 2,
     interim: bool = False,
+    with_resume_state: bool = True,
 ) -> Path:
     """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``;
-    ``interim``: a checkpoint saved by wall time or on a stop signal, which replaces the previous interim one.
-    Every interim checkpoint older than a new checkpoint goes. ``learners``: this process's models (each saved by
-    the processes it is sharded over); ``world``: the whole job; ``dtypes``: each model's configured dtype, in which
-    a sharded run exports its float32 master weights; ``capabilities``: every model's HACPO tracker;
-    ``model_processes``: how many processes each model is sharded over (the placement's), so that a resume can tell
-    a sharded model from a whole one. Returns the checkpoint's directory."""
+    ``interim``: a checkpoint saved by wall time or on a stop signal, which replaces the previous interim one;
+    ``with_resume_state``: false for a policy checkpoint between two resume saves, which holds only the models that
+    evaluation reads (the resume state, 12 bytes a parameter, is written as often as ``train.checkpoint_minutes``
+    asks, not at every checkpoint). A checkpoint with resume state replaces every older interim one.
+    ``learners``: this process's models (each saved by the processes it is sharded over); ``world``: the whole
+    job; ``dtypes``: each model's configured dtype, in which a sharded run exports its float32 master weights;
+    ``capabilities``: every model's HACPO tracker; ``model_processes``: how many processes each model is sharded
+    over (the placement's), so that a resume can tell a sharded model from a whole one. Returns the checkpoint's
+    directory."""
     final = run.interim_root / step_name(next_step) if interim else run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
@@ -154,9 +158,9 @@ def save(
         home = learner.world
         single, sharded = resume_state(tmp, learner.name)
         if home.distributed:
-            if learner.engine is not None:
+            if with_resume_state and learner.engine is not None:
                 deepspeed_engine.save(learner.engine, sharded)
-            else:
+            elif with_resume_state:
                 save_sharded(learner.policy.model, learner.optimizer, sharded, home)
             weights = learner.main_weights()
             if home.is_main:  # in the configured dtype, as a single process writes it
@@ -168,10 +172,11 @@ def save(
             _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=_cast(masters, export))
             # the float32 masters beside the optimizer when the export rounds them (a bfloat16 model)
             kept = {"masters": masters} if any(v.dtype != export for v in masters.values()) else {}
-            torch.save({"optimizer": learner.optimizer.state_dict(), **kept}, single)
+            if with_resume_state:
+                torch.save({"optimizer": learner.optimizer.state_dict(), **kept}, single)
         if home.is_main:
             learner.policy.tokenizer.save_pretrained(tmp / learner.name)
-    if world.is_main:
+    if world.is_main and with_resume_state:
         state = {
             "next_step": next_step,
             "processes": world.size,
@@ -185,11 +190,12 @@ def save(
     write_manifest(tmp, world)
     if world.is_main:
         commit_dir(tmp, final)
-        for older in run.interim_checkpoints():
-            if older != final:
-                shutil.rmtree(older)
-        if not interim:
-            remove_resume_state(run.checkpoints()[:-keep_resumable], list(capabilities))
+        if with_resume_state:
+            for older in run.interim_checkpoints():
+                if older != final:
+                    shutil.rmtree(older)
+            resumable = [c for c in run.checkpoints() if (c / "state.json").is_file()]
+            remove_resume_state(resumable[:-keep_resumable], list(capabilities))
     world.barrier()
     return final
 

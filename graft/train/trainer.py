@@ -358,15 +358,27 @@ class Trainer:
             evaluate_run(evaluator, self.run_dir, self.req.models, self.req.eval_dir, only_missing=True)
 
     def _train_steps(self, log, tracker: Tracker | None) -> None:
-        """The steps from ``start_step`` on, with their metrics and checkpoints: every ``train.checkpoint_every``
-        steps, by wall time (``train.checkpoint_minutes``) and on a stop signal (graft.train.stop), after which
-        ``TrainingStopped`` is raised."""
+        """The steps from ``start_step`` on, with their metrics and checkpoints: the models every
+        ``train.checkpoint_every`` steps; the resume state (optimizer and float32 masters) with them when
+        ``train.checkpoint_minutes`` is unset, else once that much wall time has passed since the last (with a
+        policy checkpoint when one is due, alone as an interim checkpoint when not), on a stop signal
+        (graft.train.stop, after which ``TrainingStopped`` is raised) and at the last step. A kill loses at most
+        ``train.checkpoint_minutes`` of training."""
         run, main = self.run_dir, self.world.is_main
         every, minutes = self.cfg.train.checkpoint_every, self.cfg.train.checkpoint_minutes
         keep = self.cfg.train.resumable_checkpoints
         dtypes = {name: self.cfg.models[name].dtype for name in self.req.models}
-        save = lambda next_step, interim: checkpoint.save(  # noqa: E731
-            run, next_step, self.learners, self.world, dtypes, self.capabilities, self.placement.sizes, keep, interim
+        save = lambda next_step, interim, state=True: checkpoint.save(  # noqa: E731
+            run,
+            next_step,
+            self.learners,
+            self.world,
+            dtypes,
+            self.capabilities,
+            self.placement.sizes,
+            keep,
+            interim,
+            state,
         )
         last_save, saved = time.monotonic(), self.start_step
         with self.stops:
@@ -387,12 +399,14 @@ class Trainer:
                     log({"step": step, "of": self.req.steps, **{r["model"]: round(r["reward_mean"], 4) for r in rows}})
                 due = minutes is not None and time.monotonic() - last_save >= minutes * 60
                 due, stop = self._any_process(due, self.stops.received is not None)
+                last = step + 1 == self.req.steps
+                resumable = minutes is None or due or stop or last
                 path = None
-                if (step + 1) % every == 0 or step + 1 == self.req.steps:
-                    path = save(step + 1, interim=False)
+                if (step + 1) % every == 0 or last:
+                    path = save(step + 1, interim=False, state=resumable)
                 elif due or stop:
                     path = save(step + 1, interim=True)
-                if path is not None:
+                if path is not None and resumable:
                     last_save, saved = time.monotonic(), step + 1
                 if stop:
                     raise TrainingStopped(self.stops.received, step + 1, path)

@@ -282,6 +282,47 @@ def test_a_run_killed_between_checkpoints_resumes_from_its_wall_time_checkpoint(
     assert json.loads((out / "done.json").read_text())["checkpoints"] == ["step_00003"]
 
 
+@pytest.mark.parametrize(("minutes", "redone"), [(60, [0, 1, 2]), (1e-9, [2])])
+def test_resume_state_is_saved_by_wall_time_not_with_every_checkpoint(
+    forced_world, tmp_path, uninterrupted, monkeypatch, minutes, redone
+):
+    """A checkpoint every step, resume state every ``train.checkpoint_minutes``: within the interval (60 minutes)
+    the policy checkpoints hold only their models and a job killed during step 2 starts over; past it (a tiny
+    interval) each one holds the resume state and the kill costs only step 2. Either way the run ends as the
+    uninterrupted one, and its last checkpoint holds the resume state."""
+    cfg = yaml.safe_load(forced_world["config"].read_text())
+    cfg["train"].update(checkpoint_every=1, checkpoint_minutes=minutes)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    out, done_steps = tmp_path / "run", []
+    real_step = Trainer.step
+
+    def killed_at_step_2(self, step):
+        if step == 2:
+            raise KeyboardInterrupt  # stands for a SIGKILL
+        done_steps.append(step)
+        return real_step(self, step)
+
+    def run(resume):
+        req = TrainRequest(load_config(config), get_method("graft"), ["A", "B"], 0, out, 3, resume=resume)
+        Trainer(req).run()
+
+    monkeypatch.setattr(Trainer, "step", killed_at_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        run(resume=False)
+    saved = {
+        c.name: (c / "state.json").is_file() and (c / "A" / "optimizer.pt").is_file() for c in RunDir(out).checkpoints()
+    }
+    assert saved == {"step_00001": minutes < 1, "step_00002": minutes < 1}
+    done_steps.clear()
+    monkeypatch.setattr(Trainer, "step", lambda self, step: done_steps.append(step) or real_step(self, step))
+    run(resume=True)
+    assert done_steps == redone
+    assert metrics(out) == metrics(uninterrupted)
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+    assert (out / "checkpoints" / "step_00003" / "state.json").is_file()
+
+
 def test_a_stop_signal_saves_where_the_step_stands_and_the_resume_ends_as_the_uninterrupted_run(
     forced_world, tmp_path, uninterrupted, monkeypatch
 ):

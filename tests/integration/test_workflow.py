@@ -17,6 +17,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from graft.config import config_from_dict
+from graft.planning.plan import describe, disk_turns, training_cells
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -546,6 +549,34 @@ def test_paper_config_dry_run_through_the_slurm_profile():
     assert counts["collect_evaluations"] == counts["train"]
     assert counts["fetch_model"] == 3
     assert counts["report"] == 1
+
+
+def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than_fit(tmp_path):
+    """workflow.disk_budget_gb of 5 TB on the paper config: the plan's peak stays within it, and in the dry run
+    every training job but the first k waits for another cell's pruning, each cell for at most one and waited for
+    by at most one. The cells then form k chains, each trained one cell after another (a cell's pruning follows
+    its training and evaluations), so at most k cells hold their checkpoints at once, whatever order Slurm runs
+    the jobs in."""
+    data = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    data["workflow"]["disk_budget_gb"] = 5000
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = config_from_dict(data)
+    k, _ = disk_turns(config, training_cells(config))
+    peak = [line for line in describe(config, str(path)).splitlines() if "peak under workflow.disk_budget_gb" in line]
+    assert len(peak) == 1 and f"at most {k} cells in flight" in peak[0]
+    assert float(peak[0].split("GB): ")[1].split(" TB")[0]) <= 5.0
+    out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", check=True)
+    waits = {}
+    for block in (out.stdout + out.stderr).split("rule train:")[1:]:
+        inputs = block.split("input: ", 1)[1].split("\n", 1)[0].split(", ")
+        done = block.split("output: ", 1)[1].split("\n", 1)[0]
+        waits[Path(done).parent] = [Path(i).parent for i in inputs if i.endswith("pruned.json")]
+    assert len(waits) == job_counts(out)["train"] == 56
+    assert all(len(w) <= 1 for w in waits.values())
+    first = [cell for cell, w in waits.items() if not w]
+    waited = [w[0] for w in waits.values() if w]
+    assert len(first) == k and len(set(waited)) == len(waited) and set(waited) <= set(waits)
 
 
 def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
