@@ -45,6 +45,19 @@ RUN = ["method", "cell", "seed", "model"]
 """The columns that name one model's evaluations in one training run."""
 VALIDATION = "validation"
 AVERAGE = "average"
+COLUMN_TYPES = {
+    **dict.fromkeys(("method", "cell", "model", "benchmark", "problem"), "str"),
+    **dict.fromkeys(("seed", "step", "run", "sample", "correct"), "int64"),
+    **dict.fromkeys(("score", AVERAGE), "float64"),
+}
+"""The type of each column of the frames below, so that an empty frame (a tree with no evaluations yet) joins and
+compares as a full one does."""
+
+
+def typed_frame(data: dict[str, list] | None = None, columns: list[str] | None = None) -> pd.DataFrame:
+    """A frame of ``data`` (or of no rows in ``columns``) with the column types of ``COLUMN_TYPES``."""
+    frame = pd.DataFrame(data, columns=columns)
+    return frame.astype({c: COLUMN_TYPES[c] for c in frame.columns if c in COLUMN_TYPES})
 
 
 def _sets(data: dict) -> dict[str, dict]:
@@ -76,7 +89,7 @@ def evaluation_frames(files, runs: bool = False) -> tuple[pd.DataFrame, pd.DataF
                 for i, correct in enumerate(values):
                     for column, v in zip(samples, (*key, name, problem, offset + i, int(correct)), strict=True):
                         samples[column].append(v)
-    return pd.DataFrame(samples), pd.DataFrame(scores)
+    return typed_frame(samples), typed_frame(scores)
 
 
 RULES = ("test_best", "val_best", "final")
@@ -87,7 +100,7 @@ final: the last checkpoint. Ties go to the earlier checkpoint."""
 def checkpoint_scores(scores: pd.DataFrame) -> pd.DataFrame:
     """One row per evaluated checkpoint (method, cell, seed, model, step), one column per benchmark."""
     if scores.empty:
-        return pd.DataFrame(columns=[*RUN, "step", AVERAGE])
+        return typed_frame(columns=[*RUN, "step", AVERAGE])
     wide = scores.pivot(index=[*RUN, "step"], columns="benchmark", values="score")
     return wide.rename_axis(columns=None).reset_index()
 

@@ -74,8 +74,8 @@ def main() -> int:
         print(" ".join(str(tree.eval_dir(meth, c, s)) for meth, c, ms in cells for s in w.seeds_of(meth, c, ms)))
         return 0
     if not ResultsTree(results).eval_root.is_dir():
-        print(f"no evaluations under {results}; run: snakemake --cores 2 --configfile {args.config} "
-              f"{args.overlay} all", file=sys.stderr)  # fmt: skip
+        print(f"no evaluations under {results}; run: snakemake --cores 2 all --configfile {args.config} "
+              f"{args.overlay}", file=sys.stderr)  # fmt: skip
         return 2
     ctx = report_context(cfg, results)
     rows = []

@@ -121,15 +121,15 @@ def write_report(config: RunConfig, cells: Collection, results: Path, out: Path,
     sentence for the summary's head naming which cells these are, where they are not every cell."""
     ctx = report_context(config, results, cells if scope else None)
     seeds = sorted({cell.seed for cell in cells})
-    summary = []
-    for job in _jobs(TABLES, config, cells):
-        table: Table = job.make(ctx, seeds)
-        table.write(out / "tables")
-        summary.append(table.markdown())
+    # Every table is made before any file is written: a table that cannot be made leaves no file of this report
+    # written. Each file is written aside and renamed, never half written.
+    tables: list[Table] = [job.make(ctx, seeds) for job in _jobs(TABLES, config, cells)]
     for job in _jobs(FIGURES, config, cells):
         job.make(ctx, out / "figures" / f"{job.name}.png")
+    for table in tables:
+        table.write(out / "tables")
     header = f"Scores are pass@1 (%); {ctx.protocol()}. Each table's caption names its seeds.\n\n"
     if scope:
         header = f"{scope}\n\n{header}"
-    write_text(out / "summary.md", header + "\n".join(summary))
+    write_text(out / "summary.md", header + "\n".join(table.markdown() for table in tables))
     return ctx

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from graft.results import ResultsTree
-from graft.scores import RUN, evaluation_frames
+from graft.scores import RUN, evaluation_frames, typed_frame
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class Results:
     samples: pd.DataFrame
     scores: pd.DataFrame
     metrics: pd.DataFrame
-    reeval_samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step"]))
-    reeval_scores: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=[*RUN, "step", "run"]))
+    reeval_samples: pd.DataFrame = field(default_factory=lambda: typed_frame(columns=[*RUN, "step"]))
+    reeval_scores: pd.DataFrame = field(default_factory=lambda: typed_frame(columns=[*RUN, "step", "run"]))
 
     def of_runs(self, runs: set[tuple[str, str, int]], models: set[str]) -> Results:
         """Only the training runs ``runs`` (method, cell, seed) and the base evaluations of ``models``: a report of
@@ -66,7 +66,7 @@ def load_metrics(results: Path) -> pd.DataFrame:
         if rows:
             frames.append(pd.DataFrame(rows).assign(method=method, cell=cell, seed=seed))
     if not frames:
-        return pd.DataFrame(columns=["method", "cell", "seed", "step", "model"])
+        return typed_frame(columns=["method", "cell", "seed", "step", "model"])
     return pd.concat(frames, ignore_index=True)
 
 

@@ -233,7 +233,7 @@ def table_passk(ctx: ReportContext) -> Table:
     rows_in = rows_in[rows_in.benchmark != VALIDATION]
     grades = rows_in.groupby([*keys, "benchmark", "problem"])["correct"].agg(list)
     n = min((len(g) for g in grades), default=0)
-    ks = tuple(k for k in PASS_K if k <= n)
+    ks = tuple(k for k in PASS_K if k <= max(n, 1))  # pass@1 stays a column, empty, before any evaluation
     per_benchmark = grades.groupby(level=[*keys, "benchmark"]).agg(lambda g: mean_pass_at_k(list(g), ks))
     columns = [f"pass@{k}" for k in ks]
     scores = pd.DataFrame(
@@ -244,7 +244,8 @@ def table_passk(ctx: ReportContext) -> Table:
     rows = []
     for (method, cell, model), group in per_run.groupby(["method", "cell", "model"], sort=True):
         rows.append([method, cell, model, len(group), *[float(group[c].mean()) for c in columns]])
-    caption = f"Unbiased pass@k (%) from the {n} samples per problem, mean over benchmarks then seeds; {ctx.protocol()}"
+    samples = f"the {n} samples per problem" if n else "the samples per problem (no checkpoint evaluated yet)"
+    caption = f"Unbiased pass@k (%) from {samples}, mean over benchmarks then seeds; {ctx.protocol()}"
     return Table.from_rows("table_passk", caption, header, rows)
 
 

@@ -579,6 +579,44 @@ def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than
     assert len(first) == k and len(set(waited)) == len(waited) and set(waited) <= set(waits)
 
 
+def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_the_paper_config(tmp_path):
+    """The README's rerun of one cell on the paper config (evaluation its own jobs): with every output of GRAFT on
+    P1, seed 0 in place, its re-evaluation directory is up to date; with --forcerun on its done.json it plans the
+    training, each evaluation job, their collection and the re-evaluation of that cell, and nothing else."""
+    results = tmp_path / "results"
+    cell = ("graft", "P1", "seed0")
+    inputs = [results / "data" / f"{name}.jsonl" for name in ("math_train", "math_validation", "math500", "aime24")]
+    inputs += [results / "data" / f"{name}.jsonl" for name in ("aime25", "amc23", "minerva")]
+    inputs += [results / "models" / "smollm3", results / "models" / "qwen3"]
+    done = results.joinpath("runs", *cell, "done.json")
+    parts = [results.joinpath("eval_parts", *cell, f"part{part}") for part in range(7)]
+    target = results.joinpath("eval_selected", *cell)
+    # each output newer than what it is made from, as a finished run leaves them
+    for age, paths in enumerate((inputs, [done], parts, [results.joinpath("eval", *cell)], [target])):
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix:
+                path.write_text("{}")
+            else:
+                path.mkdir()
+            os.utime(path, (time.time() - 1000 + 100 * age,) * 2)
+
+    def dry_run(*args):
+        cmd = [tool("snakemake"), "--profile", "slurm", target, *args, "--dry-run", "--config", f"results={results}"]
+        return run(*cmd, check=True)
+
+    assert job_counts(dry_run()) == {}
+    out = dry_run("--forcerun", done)
+    assert job_counts(out) == {
+        "train": 1,
+        "evaluate_checkpoints": 7,
+        "collect_evaluations": 1,
+        "reevaluate_selected": 1,
+    }
+    wildcards = re.findall(r"wildcards: method=(\w+), cell=(\w+), seed=(\d+)", out.stdout + out.stderr)
+    assert len(wildcards) == 10 and set(wildcards) == {("graft", "P1", "0")}
+
+
 def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     """config/pair-8b.yaml through the paper's Slurm profile: every training job asks for 2 nodes, one Slurm task
     on each (started by the job's own srun, with the job's CPUs per task: the executor's "mpi" resource), 4 GPUs per
