@@ -417,8 +417,13 @@ def _add_archive(sub) -> None:
     """archive import: another framework's rollout dumps as a trajectory archive for replay."""
     archive = sub.add_parser("archive", help="trajectory archives for replay")
     archive_sub = archive.add_subparsers(dest="archive_command", required=True)
-    imp = archive_sub.add_parser("import", help="convert a finished run's rollout dumps (verl, JSON Lines)")
-    imp.add_argument("--format", required=True, help="verl ({step}.jsonl: input, output, score) or jsonl")
+    imp = archive_sub.add_parser("import", help="convert a finished run's rollout dumps (verl, TRL, JSON Lines)")
+    imp.add_argument(
+        "--format",
+        required=True,
+        help="verl ({step}.jsonl: input, output, score) or jsonl (step, prompt, and response or completion: text, "
+        "or TRL's conversational messages)",
+    )
     imp.add_argument("--in", dest="input", type=Path, required=True, help="the dump directory")
     imp.add_argument("--out", type=Path, required=True, help="archive directory to write (--peer-archive of replay)")
     imp.add_argument("--config", type=Path, required=True, help="the config whose data.train the prompts match")
@@ -427,7 +432,7 @@ def _add_archive(sub) -> None:
         "--source-model",
         type=Path,
         help="weights that score the responses: a model directory, or a directory of checkpoints (step_N/<model>, "
-        "global_step_N/actor/huggingface); default: the config's model",
+        "global_step_N/actor/huggingface, checkpoint-N); default: the config's model",
     )
     imp.add_argument("--min-match", type=float, default=0.9, help="share of dumped prompts that must match")
     imp.set_defaults(func=_cmd_archive_import)

@@ -442,6 +442,10 @@ class WorkflowSpec:
     """Presets run on ``ablation_pair`` only (Table 2 and the delta sweep)."""
     ablation_pair: str | None = None
     """None: the first pair."""
+    only_methods: list[str] | None = None
+    """The methods whose cells are planned, every other cell that the fields above schedule left out, e.g.
+    ``[grpo_n8, graft]``: GRPO n=8 for every model and GRAFT on every pair, nothing else (``replay`` names the
+    replay cells). None: every scheduled cell."""
     main_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Seeds of the main comparison: grpo_n8 and graft."""
     other_seeds: list[int] = field(default_factory=lambda: [0])

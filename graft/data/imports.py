@@ -1,8 +1,11 @@
 """Another framework's finished GRPO run as a trajectory archive that archive replay can read.
 
 verl's ``trainer.rollout_data_dir`` writes one ``{step}.jsonl`` per training step (1-based) with ``input`` (the
-decoded prompt), ``output`` (the decoded response) and ``score``; other tools write prompt/response/reward JSON
-Lines with a ``step`` field (0-based). Either becomes this project's per-step records:
+decoded prompt), ``output`` (the decoded response) and ``score``; other tools write JSON Lines with a ``step``
+field (0-based: updates before the rollout), a ``prompt`` and a ``response``, or a ``completion`` as TRL and
+Hugging Face datasets name it, either of them text or, in the conversational form, a list of messages (the prompt's
+contents are matched; the completion must be one assistant message). Either becomes this project's per-step
+records:
 
 - each dumped prompt is matched to a training problem of the config by its text (the problem's text appears in
   the prompt); too few matches are refused with the counts;
@@ -60,25 +63,56 @@ def read_dump(directory: Path, fmt: str) -> dict[int, list[Dumped]]:
     files = sorted(directory.glob("*.jsonl"))
     if not files:
         raise ConfigError(f"--in: {str(directory)!r} holds no .jsonl files")
-    fields = ("input", "output") if fmt == "verl" else ("prompt", "response", "step")
     steps: dict[int, list[Dumped]] = {}
     for path in files:
         if fmt == "verl" and not path.stem.isdigit():
             raise ConfigError(f"--in: {path.name!r} is not a verl rollout dump; expected <step>.jsonl")
         for number, record in read_jsonl(path, "--in"):
+            where = f"--in: {str(path)!r} line {number}"
+            if fmt == "verl":
+                fields = ("input", "output")
+            else:
+                fields = ("step", "prompt", "completion" if "completion" in record else "response")
             missing = [f for f in fields if f not in record]
             if missing:
-                raise ConfigError(f"--in: {str(path)!r} line {number} lacks {missing[0]!r}; {fmt} needs {fields}")
+                needs = "input, output" if fmt == "verl" else "step, prompt, and response or completion"
+                raise ConfigError(f"{where} lacks {missing[0]!r}; {fmt} needs {needs}")
+            if fmt != "verl" and (not isinstance(record["step"], int) or isinstance(record["step"], bool)):
+                raise ConfigError(f"{where}: step {record['step']!r} is not an integer (updates before the rollout)")
             step = int(path.stem) - 1 if fmt == "verl" else int(record["step"])
-            prompt, response = (
-                (record["input"], record["output"]) if fmt == "verl" else (record["prompt"], record["response"])
+            prompt, response = (record[f] for f in fields[-2:])
+            steps.setdefault(step, []).append(
+                Dumped(step, _prompt_text(prompt, where), _completion_text(response, where))
             )
-            steps.setdefault(step, []).append(Dumped(step, str(prompt), str(response)))
     if not steps:
         raise ConfigError(f"--in: the .jsonl files of {str(directory)!r} hold no records")
     if min(steps) < 0:
         raise ConfigError(f"--in: step {min(steps) + (1 if fmt == 'verl' else 0)} is not allowed (verl counts from 1)")
     return dict(sorted(steps.items()))
+
+
+def _prompt_text(prompt: object, where: str) -> str:
+    """A dumped prompt as text: itself, or a conversation's message contents one a line (the problem is found in
+    them; the config's own template makes the prompt the archive stores)."""
+    if isinstance(prompt, list):
+        if not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt):
+            raise ConfigError(f"{where}: the prompt is a list but not of messages with text 'content'")
+        return "\n".join(m["content"] for m in prompt)
+    return str(prompt)
+
+
+def _completion_text(completion: object, where: str) -> str:
+    """A dumped response as text: itself, or a conversational completion's one assistant message."""
+    if isinstance(completion, list):
+        if len(completion) != 1 or not isinstance(completion[0], dict) or completion[0].get("role") != "assistant":
+            raise ConfigError(
+                f"{where}: the completion is a list of {len(completion)} item(s); expected one assistant message"
+            )
+        content = completion[0].get("content")
+        if not isinstance(content, str):
+            raise ConfigError(f"{where}: the assistant message's 'content' is not text")
+        return content
+    return str(completion)
 
 
 def _normal(text: str) -> str:
@@ -107,8 +141,9 @@ class ProblemIndex:
 
 def checkpoint_for(source: Path | None, updates: int, model: str, fallback: str) -> str:
     """The source weights that sampled a step: ``source`` itself when it is a model directory; in a directory of
-    checkpoints (this project's ``step_N/<model>``, verl's ``global_step_N/actor/huggingface``) the one saved
-    after the most updates <= ``updates``; before the first checkpoint, or without ``source``, ``fallback``."""
+    checkpoints (this project's ``step_N/<model>``, verl's ``global_step_N/actor/huggingface``, TRL's and the
+    transformers Trainer's ``checkpoint-N``) the one saved after the most updates <= ``updates``; before the first
+    checkpoint, or without ``source``, ``fallback``."""
     if source is None:
         return fallback
     if (source / "config.json").is_file():
@@ -116,8 +151,9 @@ def checkpoint_for(source: Path | None, updates: int, model: str, fallback: str)
     found = []
     for child in source.iterdir():
         n = parse_step(child.name)
-        if n is None and child.name.startswith("global_step_") and child.name[12:].isdigit():
-            n = int(child.name[12:])
+        for prefix in ("global_step_", "checkpoint-"):
+            if n is None and child.name.startswith(prefix) and child.name[len(prefix) :].isdigit():
+                n = int(child.name[len(prefix) :])
         for path in (child / model, child / "actor" / "huggingface", child):
             if n is not None and (path / "config.json").is_file():
                 found.append((n, str(path)))

@@ -3,6 +3,7 @@ and batched per-token log-probs of given responses."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -64,14 +65,60 @@ class Policy:
         return self.eos_token_id if pad is None else pad
 
 
+TOKENIZER_VOCABULARIES = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("vocab.txt",))
+"""The files any one of which (a pair for a slow BPE tokenizer) holds a tokenizer's vocabulary."""
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
 def check_model_dir(path: str | Path, what: str) -> Path:
-    """Refuse, before any compute, a directory that is not a safetensors ``from_pretrained`` model."""
+    """Refuse, before transformers reads it, a directory that is not a whole safetensors ``from_pretrained`` model
+    (a download that stopped half-way): config.json, the tokenizer's files, and the weights, every shard that the
+    index names and each shard as long as its header says."""
     path = Path(path)
     if not (path / "config.json").is_file():
-        raise ConfigError(f"{what}: {str(path)!r} is not a model directory (no config.json)")
-    if not any(path.glob("*.safetensors")):
-        raise ConfigError(f"{what}: {str(path)!r} has no .safetensors weights; only safetensors are loaded")
+        raise ConfigError(f"{what}: {str(path)!r} is not a model directory: it lacks config.json")
+
+    def lacks(name: str, why: str) -> ConfigError:
+        return ConfigError(f"{what}: {str(path)!r} is not a complete model directory: it lacks {name} ({why})")
+
+    if not (path / "tokenizer_config.json").is_file():
+        raise lacks("tokenizer_config.json", "the tokenizer's settings and chat template")
+    if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_VOCABULARIES):
+        raise lacks("tokenizer.json", "the tokenizer's vocabulary; or tokenizer.model, vocab.json with merges.txt")
+    index = path / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, AttributeError):
+            raise ConfigError(f"{what}: {str(index)!r} is not a safetensors index (no weight_map)") from None
+        missing = [shard for shard in shards if not (path / shard).is_file()]
+        if missing:
+            raise lacks(missing[0], f"{len(missing)} of the {len(shards)} weight shards {SAFETENSORS_INDEX} names")
+    else:
+        shards = [p.name for p in sorted(path.glob("*.safetensors"))]
+        if not shards:
+            raise lacks("model.safetensors", "the weights; only safetensors are loaded")
+    for shard in shards:
+        problem = _safetensors_problem(path / shard)
+        if problem:
+            raise ConfigError(f"{what}: {str(path / shard)!r} {problem}: a partial download or copy")
     return path
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a safetensors file's length, or None: it holds 8 bytes of header length, the JSON header,
+    then the tensors' data up to the largest end offset the header gives."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        length = int.from_bytes(f.read(8), "little")
+        try:
+            header = json.loads(f.read(length)) if 0 < length <= size - 8 else None
+        except ValueError:
+            header = None
+    if not isinstance(header, dict):
+        return "has no readable safetensors header"
+    expected = 8 + length + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    return None if size == expected else f"is {size:,} bytes where its header says {expected:,}"
 
 
 def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtype: str | None = None) -> Policy:

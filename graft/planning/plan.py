@@ -80,6 +80,8 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
     if ablated is not None:
         for method in w.ablations:
             add(method, ablated, tuple(cfg.pairs[ablated]))
+    if w.only_methods is not None:
+        cells = only_methods(cells, w.only_methods)
     stored = {(c.cell, c.seed) for c in cells if c.method == "grpo_n8"}
     for c in cells:
         if c.peer is not None and (c.peer, c.seed) not in stored:
@@ -152,6 +154,17 @@ def peak_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
             f"most {k} cells in flight: each cell starts training once the cell {k} places before it is pruned"
         )
     return lines
+
+
+def only_methods(cells: list[TrainingCell], methods: list[str]) -> list[TrainingCell]:
+    """The ``cells`` of ``methods`` (``workflow.only_methods``); a method that schedules no cell is refused."""
+    scheduled = sorted({c.method for c in cells})
+    for name in methods:
+        if name not in scheduled:
+            raise ConfigError(
+                f"workflow.only_methods: {name!r} is no method this config schedules; allowed: {', '.join(scheduled)}"
+            )
+    return [c for c in cells if c.method in methods]
 
 
 def check_engines(cfg: RunConfig, cells: list[TrainingCell]) -> None:
@@ -456,15 +469,17 @@ def kv_cache_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
 
 def model_prompts(cfg: RunConfig) -> dict[str, str]:
     """Each model's prompt for the placeholder problem ``{problem}``, as a Python literal. A model directory that
-    exists is read and its prompt format checked (a format its tokenizer cannot apply is refused here, before
-    anything is submitted); for a model still to be fetched, a chat template file of the config is rendered,
-    and a tokenizer's own template is named: ``graft fetch model`` checks it once downloaded."""
-    from graft.engine.policy import check_prompt, prompt_format
+    exists is checked whole (a half-downloaded one is refused naming the file it lacks), read, and its prompt
+    format checked (a format its tokenizer cannot apply is refused here, before anything is submitted); for a
+    model still to be fetched, a chat template file of the config is rendered, and a tokenizer's own template is
+    named: ``graft fetch model`` checks it once downloaded."""
+    from graft.engine.policy import check_model_dir, check_prompt, prompt_format
 
     prompts = {}
     for name, spec in cfg.models.items():
         fmt = prompt_format(spec)
-        if (Path(spec.path) / "config.json").is_file():
+        if Path(spec.path).exists():
+            check_model_dir(spec.path, f"models.{name}.path")
             prompts[name] = repr(check_prompt(name, spec))
         elif not fmt.chat:
             prompts[name] = repr(fmt.render(None, "{problem}"))

@@ -3,6 +3,8 @@ per-head q/k norms) at sizes a CPU runs in milliseconds. Its weights depend only
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -35,3 +37,16 @@ def tiny_qwen3(
         **positions,
     )
     return Qwen3ForCausalLM(config).eval()
+
+
+def tiny_model_dir(directory: Path, shard_bytes: int | None = None) -> Path:
+    """A ``from_pretrained`` directory of ``tiny_qwen3`` and a byte-level tokenizer trained on a few sentences, as
+    a Hugging Face download lays it out: config.json, tokenizer files and safetensors weights (shards and their
+    index when ``shard_bytes`` is given)."""
+    from graft.toy.models import build_tokenizer
+
+    tokenizer = build_tokenizer(["What is 2+3? so \\boxed{5}"] * 4, "gpt2_regex", 300)
+    shards = {} if shard_bytes is None else {"max_shard_size": shard_bytes}
+    tiny_qwen3(vocab=300).save_pretrained(directory, safe_serialization=True, **shards)
+    tokenizer.save_pretrained(directory)
+    return directory

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -88,11 +89,65 @@ def test_bad_dumps_are_refused_with_one_line(tmp_path, name, text, message):
         read_dump(tmp_path, "verl")
 
 
-def test_a_toy_grpo_run_exported_to_verl_and_imported_replays_as_the_original(forced_world, tmp_path):
+USER = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+3?"}]
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"step": 0, "prompt": "p"}, "lacks 'response'; jsonl needs step, prompt, and response or completion"),
+        ({"step": "0", "prompt": "p", "completion": "c"}, "step '0' is not an integer"),
+        ({"step": 0, "prompt": ["p"], "completion": "c"}, "the prompt is a list but not of messages"),
+        ({"step": 0, "prompt": USER, "completion": USER}, "a list of 2 item.s.; expected one assistant message"),
+    ],
+)
+def test_bad_json_lines_records_are_refused_with_one_line(tmp_path, record, message):
+    (tmp_path / "rank0.jsonl").write_text(json.dumps(record) + "\n")
+    with pytest.raises(ConfigError, match=message):
+        read_dump(tmp_path, "jsonl")
+
+
+def test_text_and_conversational_records_read_alike(tmp_path):
+    rows = [
+        {"step": 0, "prompt": "Be brief.\nWhat is 2+3?", "response": "so \\boxed{5}"},
+        {"step": 0, "prompt": USER, "completion": [{"role": "assistant", "content": "so \\boxed{5}"}]},
+    ]
+    (tmp_path / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first, second = read_dump(tmp_path, "jsonl")[0]
+    assert first == second
+
+
+@pytest.fixture(scope="module")
+def grpo_run(forced_world, tmp_path_factory):
+    """A toy GRPO run of model A, 3 steps with a checkpoint after each (the config file's other settings): the
+    source every round trip exports."""
     config = load_config(forced_world["config"])
     config = dataclasses.replace(config, train=dataclasses.replace(config.train, checkpoint_every=1))
-    source = tmp_path / "grpo_A"
+    source = tmp_path_factory.mktemp("grpo_A")
     Trainer(TrainRequest(config, get_method("grpo_n8"), ["A"], 0, source, 3)).run()
+    return config, source, forced_world["config"]
+
+
+def assert_same_records(original: Path, imported: Path, steps: int) -> None:
+    """The imported archive holds the original records: prompts, rewards, and the tokens and log-probs of every
+    response whose text kept its bytes (a byte-level model can sample bytes that are not UTF-8)."""
+    exact = lossy = 0
+    for step in range(steps):
+        a, b = read_step(original, step), read_step(imported, step)
+        assert b.prompt_ids == a.prompt_ids and torch.equal(b.rewards, a.rewards)
+        for g in range(len(a.prompt_ids)):
+            for i in range(a.n):
+                if "\ufffd" in a.texts[g][i]:
+                    lossy += 1
+                    continue
+                exact += 1
+                assert b.token_ids[g][i] == a.token_ids[g][i]
+                assert b.logprobs[g][i] == pytest.approx(a.logprobs[g][i], abs=1e-4)
+    assert exact > lossy
+
+
+def test_a_toy_grpo_run_exported_to_verl_and_imported_replays_as_the_original(grpo_run, tmp_path):
+    config, source, _ = grpo_run
     policy = load_policy("A", config.models["A"])
     problems = {k: v[0] for k, v in FORCED.items()}
     dump = tmp_path / "verl_dump"
@@ -113,19 +168,7 @@ def test_a_toy_grpo_run_exported_to_verl_and_imported_replays_as_the_original(fo
         ["step_00002", "A"],
     ]
     assert manifest["steps"]["0"]["weights"] == config.models["A"].path
-    exact = lossy = 0
-    for step in range(3):
-        original, back = read_step(source / "trajectories" / "A", step), read_step(imported, step)
-        assert back.prompt_ids == original.prompt_ids and torch.equal(back.rewards, original.rewards)
-        for g in range(len(original.prompt_ids)):
-            for i in range(original.n):
-                if "\ufffd" in original.texts[g][i]:  # sampled bytes that are not UTF-8: the text lost them
-                    lossy += 1
-                    continue
-                exact += 1
-                assert back.token_ids[g][i] == original.token_ids[g][i]
-                assert back.logprobs[g][i] == pytest.approx(original.logprobs[g][i], abs=1e-4)
-    assert exact > lossy
+    assert_same_records(source / "trajectories" / "A", imported, 3)
 
     def replay(archive, out):
         req = TrainRequest(config, get_method("replay"), ["B"], 0, out, 3, peer_archives=(archive,))
@@ -142,3 +185,45 @@ def test_a_toy_grpo_run_exported_to_verl_and_imported_replays_as_the_original(fo
                 assert row_b[key] == pytest.approx(value, abs=1e-4, rel=1e-4), key
             else:
                 assert row_b[key] == value, key
+
+
+def test_a_toy_grpo_run_saved_as_trls_completions_imports_as_the_original(grpo_run, tmp_path):
+    """The run written as docs/own-models.md's TRL reward function writes it: one file per process (each a
+    contiguous half of a step's rows), conversational prompts and completions, the step as TRL's global_step at
+    the rollout, TRL's checkpoint-N directories. The records equal the original's, so replay does too (the verl
+    round trip above replays an import)."""
+    config, source, config_file = grpo_run
+    problems = {k: v[0] for k, v in FORCED.items()}
+    dump, checkpoints = tmp_path / "completions", tmp_path / "trl_output"
+    dump.mkdir()
+    checkpoints.mkdir()
+    rows = []
+    for step in range(3):
+        rec = read_step(source / "trajectories" / "A", step)
+        step_rows = [
+            {
+                "step": step,
+                "prompt": [{"role": "user", "content": problems[pid]}],
+                "completion": [{"role": "assistant", "content": rec.texts[g][i]}],
+                "reward": float(rec.rewards[g, i]),
+            }
+            for g, pid in enumerate(rec.prompt_ids)
+            for i in range(rec.n)
+        ]
+        half = len(step_rows) // 2
+        rows.append((step_rows[:half], step_rows[half:]))
+        if step:
+            (checkpoints / f"checkpoint-{step}").symlink_to(source / "checkpoints" / f"step_{step:05d}" / "A")
+    for rank in (0, 1):
+        lines = [json.dumps(row) for halves in rows for row in halves[rank]]
+        (dump / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
+    imported = tmp_path / "imported"
+    argv = ["archive", "import", "--format", "jsonl", "--in", str(dump), "--out", str(imported), "--model", "A"]
+    assert main([*argv, "--config", str(config_file), "--source-model", str(checkpoints)]) == 0
+    manifest = json.loads((imported / MANIFEST).read_text())
+    assert [Path(manifest["steps"][str(t)]["weights"]).name for t in (0, 1, 2)] == [
+        Path(config.models["A"].path).name,
+        "checkpoint-1",
+        "checkpoint-2",
+    ]
+    assert_same_records(source / "trajectories" / "A", imported, 3)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from helpers.own_pair import own_pair_config
 
 from graft.config import config_from_dict
 from graft.planning.plan import describe, disk_turns, training_cells
@@ -632,6 +633,26 @@ def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     assert all("slurm_extra=--signal=URG@600" in line for line in train), train[0]
     srun = "srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --cpus-per-task 64 --kill-on-bad-exit=1 python -m graft"
     assert sum(srun in line for line in (out.stdout + out.stderr).splitlines()) == counts["train"]
+
+
+def test_the_own_pair_example_dry_runs_its_nine_cells_on_local_models(tmp_path):
+    """config/examples/own-pair.yaml with tiny model directories in place of its downloads and problems written
+    for the test: GRPO n=8 of each model and GRAFT on the pair, 3 seeds each, and nothing to fetch but the two
+    benchmarks."""
+    config = own_pair_config(tmp_path)
+    out = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--configfile", config, check=True)
+    assert job_counts(out) == {
+        "fetch_dataset": 2,
+        "resolve_methods": 1,
+        "train": 9,
+        "evaluate_base": 6,
+        "evaluate_checkpoints": 9,
+        "collect_evaluations": 9,
+        "reevaluate_selected": 9,
+        "prune_checkpoints": 9,
+        "report": 1,
+        "all": 1,
+    }
 
 
 LOCAL_RULES = """

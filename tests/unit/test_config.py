@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.own_pair import EXAMPLE, own_pair_config
 
 from graft.cli import main
 from graft.config import config_from_dict, load_config
 from graft.errors import ConfigError
 from graft.planning.plan import checkpoint_steps, describe, main_cells, training_cells
 
-CONFIGS = ("config/config.yaml", "config/smoke.yaml", "config/paper.yaml")
+CONFIGS = ("config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/examples/own-pair.yaml")
 
 
 @pytest.mark.parametrize("path", CONFIGS)
@@ -117,6 +118,38 @@ def test_cell_seeds_name_models_or_pairs_and_replay_needs_the_peers_stored_seed(
     raw["workflow"].update(replay=True, baseline_pairs=[first_pair], main_seeds=[0], cell_seeds={b: [1]})
     with pytest.raises(ConfigError, match=f"replay cell {a}_from_{b} seed 0 needs {b}'s grpo_n8 run of seed 0"):
         training_cells(config_from_dict(raw))
+
+
+def test_only_methods_plans_the_cells_of_the_methods_it_names_and_refuses_another():
+    raw = yaml.safe_load(EXAMPLE.read_text())  # two models, one pair
+    planned = training_cells(config_from_dict(raw))
+    assert sorted((c.method, c.cell, c.seed) for c in planned) == sorted(
+        [("grpo_n8", m, s) for m in raw["models"] for s in (0, 1, 2)] + [("graft", "P", s) for s in (0, 1, 2)]
+    )
+    del raw["workflow"]["only_methods"]
+    every = training_cells(config_from_dict(raw))
+    # grpo_n8 x 3 seeds, n=16, n=32, n=8 with dynamic sampling per model; graft x 3, hacpo, sgt, 2 replays; 17 ablations
+    assert len(every) == 2 * 6 + 7 + 17 and set(planned) < set(every)
+    raw["workflow"]["only_methods"] = ["grpo_n8", "grpo_n4"]
+    with pytest.raises(
+        ConfigError, match=r"^workflow\.only_methods: 'grpo_n4' is no method this config schedules; allowed: \w+"
+    ):
+        training_cells(config_from_dict(raw))
+    raw["workflow"]["only_methods"] = ["replay"]  # without the peers' stored grpo_n8 runs
+    with pytest.raises(ConfigError, match=r"replay cell \w+ seed 0 needs \w+'s grpo_n8 run of seed 0"):
+        training_cells(config_from_dict(raw))
+
+
+def test_the_own_pair_example_plans_with_its_models_downloaded(tmp_path, capsys):
+    """config/examples/own-pair.yaml with tiny model directories in place of the downloads: graft plan reads their
+    config.json and tokenizers and prints the 9 cells."""
+    config = own_pair_config(tmp_path)
+    capsys.readouterr()
+    assert main(["plan", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "9 training cells" in out
+    assert re.search(r"^grpo_n8 +6$", out, re.M) and re.search(r"^graft +3$", out, re.M)
+    assert "prompt of smollm2: \"{problem} Let's think step by step" in out
 
 
 def test_main_cells_pick_every_seed_of_the_cells_they_name_and_refuse_an_unknown_one():
