@@ -18,7 +18,6 @@ import math
 import re
 import types
 import typing
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
@@ -242,6 +241,15 @@ def parse_strings(value: Any, tp: Any) -> Any:
     return value
 
 
+def read_option(text: str, tp: Any) -> Any:
+    """A command-line value read as ``tp`` and checked as a config field of that type would be; ValueError saying
+    what is allowed."""
+    try:
+        return coerce(parse_strings(text, tp), tp, "")
+    except ConfigError as err:
+        raise ValueError(str(err).removeprefix(": ")) from None
+
+
 class _Loader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader with two fixes: a duplicate key is refused (YAML keeps the last one silently),
     and ``1e-6`` is a float as in YAML 1.2 (PyYAML follows YAML 1.1, whose floats need a dot and a signed
@@ -281,8 +289,3 @@ def load_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source} is not valid YAML{where}") from None
     finally:
         loader.dispose()
-
-
-def read_yaml_file(path: str | Path, source: str) -> Any:
-    """``load_yaml`` of a file's text."""
-    return load_yaml(Path(path).read_text(), source)
