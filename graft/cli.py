@@ -8,10 +8,9 @@ import errno
 import json
 import subprocess
 import sys
-import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -23,7 +22,7 @@ from graft.numerics import check_mode
 from graft.results import ResultsTree, RunDir, is_pruned, write_text
 from graft.services.offline import go_offline
 from graft.services.progress import Progress
-from graft.typed_config import Count, NonNegativeInt, Probability, load_yaml, read_option
+from graft.typed_config import Count, NonNegativeInt, Probability, field_types, load_yaml, read_option
 
 USAGE = (
     "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
@@ -347,7 +346,8 @@ positive_int = _typed(Count, "positive_int")
 """Counts: steps, threads, prompts."""
 fraction = _typed(Probability, "fraction")
 """A share from 0 to 1."""
-_SWITCH = typing.get_type_hints(Method, include_extras=True)
+_SWITCH_TYPES = field_types(Method)
+"""Each method switch's type and range, for the options that set one (complementarity's --n and --delta)."""
 
 
 def _checkpoint_steps(text: str) -> set[int]:
@@ -383,7 +383,7 @@ def _add_settings(parser: argparse.ArgumentParser, method: bool) -> None:
 class _Parser(argparse.ArgumentParser):
     """Bad input exits with code 2 and one line on stderr, the usage left to ``--help``."""
 
-    def error(self, message: str) -> typing.NoReturn:
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -402,10 +402,12 @@ def _git_commit() -> str:
     """`` (commit abc1234)`` when the package is a git checkout's (``+ changes`` if it has uncommitted ones), else
     nothing: an installed copy has no commit of its own."""
     source = Path(graft.__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        command = ["git", "-C", str(source), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+
     try:
-        git = lambda *a: subprocess.run(  # noqa: E731
-            ["git", "-C", str(source), *a], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
         if Path(git("rev-parse", "--show-toplevel")) != source.parent:
             return ""
         changed = " + changes" if git("status", "--porcelain", "--untracked-files=no") else ""
@@ -612,11 +614,11 @@ def _add_data(sub) -> None:
         "--data", type=Path, action="append", help="prompt file, repeatable (default: data.validation or data.train)"
     )
     comp.add_argument("--prompts", type=positive_int, help="use the first N prompts of each file")
-    comp.add_argument("--n", type=_typed(_SWITCH["n"], "n"), default=8, help="samples per prompt and model")
+    comp.add_argument("--n", type=_typed(_SWITCH_TYPES["n"], "n"), default=8, help="samples per prompt and model")
     comp.add_argument("--seed", type=non_negative_int, default=0)
     comp.add_argument(
         "--delta",
-        type=_typed(_SWITCH["delta"], "delta"),
+        type=_typed(_SWITCH_TYPES["delta"], "delta"),
         default=Method.delta,
         help="compatibility floor (default: GRAFT's)",
     )
