@@ -1,6 +1,10 @@
 import sys
+from pathlib import Path
 
 from snakemake.utils import min_version, validate
+
+from graft.config import parse_config_strings
+from graft.typed_config import load_yaml
 
 min_version("8.0")
 
@@ -12,6 +16,12 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# Snakemake reads config files as YAML 1.1 (lr: 1e-6 is text there) and --config values as text: each is read
+# as its field's type before the schema checks it, and each file is read again by graft's loader, which refuses
+# a duplicate key that Snakemake's would let the second occurrence win.
+for path in workflow.configfiles:
+    load_yaml(Path(path).read_text(), f"--configfile {path}")
+config.update(parse_config_strings(config))
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -6,18 +6,23 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 import yaml
 
+import graft
 from graft.config import load_config, read_yaml
 from graft.errors import ConfigError
-from graft.methods import PRESETS, Method, get_method, resolve_all
+from graft.methods import PRESETS, Method, get_method, resolve_all, with_switches
 from graft.numerics import check_mode
 from graft.results import ResultsTree, RunDir, is_pruned, write_text
 from graft.services.offline import go_offline
 from graft.services.progress import Progress
+from graft.typed_config import Count, NonNegativeInt, Probability, field_types, load_yaml, read_option
 
 USAGE = (
     "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
@@ -73,10 +78,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from graft.train.stop import EXIT_CODE, TrainingStopped
     from graft.train.trainer import Trainer
 
-    config = load_config(args.config)
+    switches = {key.removeprefix("method."): value for key, value in args.settings if key.startswith("method.")}
+    config = load_config(args.config, [(key, value) for key, value in args.settings if not key.startswith("method.")])
+    method = get_method(args.method, config.methods)
     request = TrainRequest(
         config=config,
-        method=get_method(args.method, config.methods),
+        method=with_switches(method, switches, "method") if switches else method,
         models=[m.strip() for m in args.models.split(",") if m.strip()],
         seed=args.seed,
         out=args.out,
@@ -179,7 +186,7 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
             if not any(job[0] == model for job in jobs):
                 raise ConfigError(f"--run: {str(args.run)!r} has no checkpoints of model {model!r}")
         if args.steps is not None:
-            steps, saved = _steps(args.steps), {checkpoint_step(ckpt) for _, ckpt, _ in jobs}
+            steps, saved = args.steps, {checkpoint_step(ckpt) for _, ckpt, _ in jobs}
             missing = sorted(steps - saved)
             if missing:
                 have = ", ".join(map(str, sorted(saved)))
@@ -194,15 +201,6 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
         for model, ckpt, _ in jobs:
             check_pruned(config, run, model, ckpt, args.seed)
     return jobs
-
-
-def _steps(text: str) -> set[int]:
-    """``--steps 5,10,15``."""
-    try:
-        steps = {int(part) for part in text.split(",")}
-    except ValueError:
-        raise ConfigError(f"--steps: {text!r} is not allowed; expected checkpoint steps separated by commas") from None
-    return steps
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -329,6 +327,96 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _typed(tp: Any, name: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` that reads an option's text as ``tp`` (a config field's type, range included) and
+    refuses it with one line, before any compute; argparse exits with code 2."""
+
+    def read(text: str) -> Any:
+        try:
+            return read_option(text, tp)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    read.__name__ = name
+    return read
+
+
+non_negative_int = _typed(NonNegativeInt, "non_negative_int")
+"""Seeds."""
+positive_int = _typed(Count, "positive_int")
+"""Counts: steps, threads, prompts."""
+fraction = _typed(Probability, "fraction")
+"""A share from 0 to 1."""
+_SWITCH_TYPES = field_types(Method)
+"""Each method switch's type and range, for the options that set one (complementarity's --n and --delta)."""
+
+
+def _checkpoint_steps(text: str) -> set[int]:
+    """``--steps 5,10,15``: checkpoint steps, each an integer >= 0."""
+    return {non_negative_int(part) for part in text.split(",")}
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    """``--set section.field=value``; the value is YAML (``1e-5``, ``true``, ``[0, 1]``), typed by its field when
+    the config loads."""
+    key, sep, value = text.partition("=")
+    if not sep or not all(part.isidentifier() for part in key.split(".")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value with a dotted key, e.g. train.lr=1e-5")
+    try:
+        return key, load_yaml(value, f"--set {key}")
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _add_settings(parser: argparse.ArgumentParser, method: bool) -> None:
+    switches = "; method.<switch>=... changes a switch of --method (graft methods NAME lists them)" if method else ""
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override a config field, e.g. train.lr=1e-5 (repeatable){switches}",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad input exits with code 2 and one line on stderr, the usage left to ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+class _Version(argparse.Action):
+    """``graft --version``: the package's version, and the git commit when graft runs from a checkout."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and the git commit, then exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"graft {graft.__version__}{_git_commit()}")
+        parser.exit()
+
+
+def _git_commit() -> str:
+    """`` (commit abc1234)`` when the package is a git checkout's (``+ changes`` if it has uncommitted ones), else
+    nothing: an installed copy has no commit of its own."""
+    source = Path(graft.__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        command = ["git", "-C", str(source), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")) != source.parent:
+            return ""
+        changed = " + changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+        return f" (commit {git('rev-parse', '--short', 'HEAD')}{changed})"
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def _cell_argument(text: str) -> tuple[str, str, str]:
     parts = text.split("/")
     if len(parts) != 3 or not parts[2].removeprefix("seed").isdigit():
@@ -344,7 +432,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         profile = DEFAULT_PROFILE
     elif profile is not None and not profile.is_dir():
         raise ConfigError(f"--profile: no such directory {str(profile)!r} (a Snakemake profile with config.yaml)")
-    print(describe(load_config(args.config), str(args.config), profile))
+    method_keys = [key for key, _ in args.settings if key.startswith("method.")]
+    if method_keys:
+        raise ConfigError(f"--set {method_keys[0]}: a method's switches go with graft train --method")
+    print(describe(load_config(args.config, args.settings), str(args.config), profile))
     return 0
 
 
@@ -365,9 +456,9 @@ def _add_training(sub) -> None:
     train.add_argument("--config", type=Path, required=True, help="the workflow's YAML config")
     train.add_argument("--method", required=True, help="a method preset (graft methods lists them)")
     train.add_argument("--models", required=True, help="A for one model, A,B for a co-trained pair")
-    train.add_argument("--seed", type=int, required=True)
+    train.add_argument("--seed", type=non_negative_int, required=True)
     train.add_argument("--out", type=Path, required=True, help="run directory: metrics, trajectories, checkpoints")
-    train.add_argument("--steps", type=int, help="override train.steps")
+    train.add_argument("--steps", type=positive_int, help="override train.steps")
     train.add_argument(
         "--peer-archive",
         type=Path,
@@ -389,8 +480,9 @@ def _add_training(sub) -> None:
         action="store_true",
         help="take over a run lock held on another host whose Slurm job cannot be asked about",
     )
-    train.add_argument("--threads", type=int, help="torch CPU threads")
+    train.add_argument("--threads", type=positive_int, help="torch CPU threads")
     train.add_argument("--eval-dir", type=Path, help="evaluate each checkpoint as it is saved, into this directory")
+    _add_settings(train, method=True)
     train.set_defaults(func=_cmd_train)
 
 
@@ -407,7 +499,7 @@ def _add_toy(sub) -> None:
         cmd.add_argument("--config", type=Path, required=True)
         cmd.add_argument("--out", type=Path, help="toy root (default: <results>/toy)")
         cmd.add_argument("--summary", type=Path, help="write a JSON summary here")
-        cmd.add_argument("--threads", type=int, help="torch CPU threads")
+        cmd.add_argument("--threads", type=positive_int, help="torch CPU threads")
         if name == "model":
             cmd.add_argument("--name", required=True, help="which toy model")
         cmd.set_defaults(func=_cmd_toy)
@@ -434,7 +526,7 @@ def _add_archive(sub) -> None:
         help="weights that score the responses: a model directory, or a directory of checkpoints (step_N/<model>, "
         "global_step_N/actor/huggingface, checkpoint-N); default: the config's model",
     )
-    imp.add_argument("--min-match", type=float, default=0.9, help="share of dumped prompts that must match")
+    imp.add_argument("--min-match", type=fraction, default=0.9, help="share of dumped prompts that must match")
     imp.set_defaults(func=_cmd_archive_import)
 
 
@@ -447,9 +539,11 @@ def _add_evaluation(sub) -> None:
     ev.add_argument("--out", type=Path, help="result JSON for --checkpoint")
     ev.add_argument("--run", type=Path, help="a training run: evaluate each of its checkpoints (with --out-dir)")
     ev.add_argument("--out-dir", type=Path, help="<model>/step_NNNNN.json per checkpoint of --run")
-    ev.add_argument("--steps", help="with --run: only the checkpoints of these steps, e.g. 5,10,15")
-    ev.add_argument("--seed", type=int, default=0, help="sampling seed (one per evaluation repeat)")
-    ev.add_argument("--threads", type=int)
+    ev.add_argument(
+        "--steps", type=_checkpoint_steps, help="with --run: only the checkpoints of these steps, e.g. 5,10,15"
+    )
+    ev.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed (one per evaluation repeat)")
+    ev.add_argument("--threads", type=positive_int)
     ev.set_defaults(func=_cmd_evaluate)
 
     reev = sub.add_parser(
@@ -460,7 +554,7 @@ def _add_evaluation(sub) -> None:
     reev.add_argument("--run", type=Path, required=True, help="a training run (its checkpoints)")
     reev.add_argument("--evals", type=Path, required=True, help="the run's checkpoint evaluations (selection)")
     reev.add_argument("--out-dir", type=Path, required=True, help="<model>/run_NN.json and <model>/selected.json")
-    reev.add_argument("--threads", type=int)
+    reev.add_argument("--threads", type=positive_int)
     reev.set_defaults(func=_cmd_reevaluate)
 
     prune = sub.add_parser(
@@ -479,6 +573,7 @@ def _add_evaluation(sub) -> None:
     plan.add_argument(
         "--profile", type=Path, help=f"Snakemake profile whose runtimes are the limits (default: {DEFAULT_PROFILE})"
     )
+    _add_settings(plan, method=False)
     plan.set_defaults(func=_cmd_plan)
 
     rep = sub.add_parser("report", help="tables (Markdown, CSV, LaTeX) and figures (PNG) from a results tree")
@@ -535,22 +630,28 @@ def _add_data(sub) -> None:
     comp.add_argument(
         "--data", type=Path, action="append", help="prompt file, repeatable (default: data.validation or data.train)"
     )
-    comp.add_argument("--prompts", type=int, help="use the first N prompts of each file")
-    comp.add_argument("--n", type=int, default=8, help="samples per prompt and model")
-    comp.add_argument("--seed", type=int, default=0)
-    comp.add_argument("--delta", type=float, default=Method.delta, help="compatibility floor (default: GRAFT's)")
+    comp.add_argument("--prompts", type=positive_int, help="use the first N prompts of each file")
+    comp.add_argument("--n", type=_typed(_SWITCH_TYPES["n"], "n"), default=8, help="samples per prompt and model")
+    comp.add_argument("--seed", type=non_negative_int, default=0)
+    comp.add_argument(
+        "--delta",
+        type=_typed(_SWITCH_TYPES["delta"], "delta"),
+        default=Method.delta,
+        help="compatibility floor (default: GRAFT's)",
+    )
     comp.add_argument("--out", type=Path, help="write the report as JSON here")
-    comp.add_argument("--threads", type=int)
+    comp.add_argument("--threads", type=positive_int)
     comp.set_defaults(func=_cmd_complementarity)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="graft",
         description=USAGE,
         epilog="`graft <command> --help` describes each command. Bad input stops before any compute with one line "
         "naming the field and what is allowed (exit code 2).",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_training, _add_toy, _add_archive, _add_evaluation, _add_data):
         add(sub)
@@ -559,7 +660,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # bad arguments (2), --help and --version (0): returned like every other outcome
+        return stop.code
     try:
         check_mode()
         go_offline(args.command)

@@ -1,21 +1,37 @@
 """The run configuration: one YAML file drives the workflow and every ``graft`` command.
 
-Loaded with ``yaml.safe_load`` into frozen dataclasses and validated once, before any compute; a bad field is
-refused with one line that names it and what it accepts (exit code 2 on the command line).
+Loaded with graft's YAML loader (graft.typed_config.load_yaml) into frozen dataclasses and validated once, before
+any compute; a bad field is refused with one line that names it and what it accepts (exit code 2 on the command
+line). Each field's type and allowed range is its annotation (``Count``, ``Probability``...), checked by
+graft.typed_config and written into the workflow's schema; ``__post_init__`` checks what spans fields.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
+from typing import Annotated, Any, Literal
 
 from graft.errors import ConfigError
-from graft.typed_config import FieldError, from_dict
+from graft.typed_config import (
+    NON_EMPTY,
+    Bounds,
+    Count,
+    Decay,
+    FieldError,
+    NonNegative,
+    NonNegativeInt,
+    OpenShare,
+    Positive,
+    Probability,
+    Share,
+    from_dict,
+    load_yaml,
+    parse_strings,
+)
 
 
 @dataclass(frozen=True)
@@ -23,27 +39,22 @@ class ModelSizes:
     """A model's sizes for the memory plan (``graft plan``), as its config.json states them; needed only while the
     model is not downloaded (the plan reads config.json when it is)."""
 
-    layers: int
+    layers: Count
     """Decoder blocks (``num_hidden_layers``)."""
-    hidden: int
+    hidden: Count
     """Width of the residual stream (``hidden_size``)."""
-    intermediate: int
+    intermediate: Count
     """Width of each block's gated MLP (``intermediate_size``)."""
-    heads: int
+    heads: Count
     """Attention query heads (``num_attention_heads``)."""
-    kv_heads: int
+    kv_heads: Count
     """Attention key and value heads (``num_key_value_heads``); fewer than ``heads`` under grouped-query attention."""
-    head_dim: int
+    head_dim: Count
     """Width of one attention head (``head_dim``)."""
-    vocab: int
+    vocab: Count
     """Tokens in the vocabulary (``vocab_size``)."""
     tied: bool = True
     """The output projection is the input embedding (one [vocab, hidden] matrix)."""
-
-    def __post_init__(self) -> None:
-        for name, value in dataclasses.asdict(self).items():
-            if name != "tied" and value < 1:
-                raise FieldError(name, f"{value} is not allowed; expected an integer >= 1")
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ class ModelSpec:
     sizes: ModelSizes | None = None
     """Sizes for the memory plan while the model is not downloaded; None: read from ``path``/config.json."""
 
-    lr: float | None = None
+    lr: Positive | None = None
     """This model's AdamW learning rate; None: ``train.lr``. The paper trains every model at 1e-6; the miniature's
     tiny models move at different rates per step, so its default picks one per model on validation prompts."""
 
@@ -87,8 +98,6 @@ class ModelSpec:
                 raise FieldError("chat_template", "needs chat: true")
             if not Path(self.chat_template).is_file():
                 raise FieldError("chat_template", f"no such file {self.chat_template!r}")
-        if self.lr is not None and not self.lr > 0:
-            raise FieldError("lr", f"{self.lr} is not allowed; expected > 0, or null for train.lr")
 
 
 @dataclass(frozen=True)
@@ -106,46 +115,46 @@ class DataSpec:
 class TrainSpec:
     """Optimisation and rollout settings shared by every method (paper Table 3 for the paper config)."""
 
-    steps: int
+    steps: Count
     """Training steps."""
 
-    prompts_per_step: int
+    prompts_per_step: Count
     """Prompts in a step's batch, the same for every model of a run (128 in the paper)."""
 
-    minibatches: int = 4
+    minibatches: Count = 4
     """Optimizer updates per step (4 minibatches of 32 prompts in the paper); a preset may override."""
 
-    lr: float = 1e-6
+    lr: Positive = 1e-6
     """AdamW learning rate, constant."""
 
-    beta1: float = 0.9
+    beta1: Decay = 0.9
     """AdamW's decay of the gradient's running mean."""
-    beta2: float = 0.999
+    beta2: Decay = 0.999
     """AdamW's decay of the squared gradient's running mean."""
-    weight_decay: float = 0.01
+    weight_decay: NonNegative = 0.01
     """AdamW's decoupled weight decay."""
-    grad_clip: float = 1.0
-    """Maximum gradient norm."""
+    grad_clip: Positive = 1.0
+    """Maximum gradient norm (> 0: at 0 every update would be zero, below 0 it would flip the gradient)."""
 
-    max_prompt_tokens: int = 2048
+    max_prompt_tokens: Count = 2048
     """Longest prompt, in the model's tokens; a longer one is refused when the prompts are read."""
-    max_response_tokens: int = 4096
+    max_response_tokens: Count = 4096
     """Longest sampled response, in tokens; a response that reaches it is truncated and counted as such."""
-    temperature: float = 1.0
+    temperature: Positive = 1.0
     """Sampling temperature of the rollouts; log-probs are those of the logits divided by it."""
-    top_p: float = 1.0
+    top_p: Share = 1.0
     """Nucleus sampling's probability mass of the rollouts; 1 samples from the whole distribution."""
 
-    checkpoint_every: int = 5
+    checkpoint_every: Count = 5
     """Save model, optimizer, sampler position and RNG states every this many steps (and at the end)."""
 
-    checkpoint_minutes: float | None = None
+    checkpoint_minutes: Positive | None = None
     """Also save a resumable checkpoint once this many minutes of wall time have passed since the last save, between
     the ``checkpoint_every`` steps: a job killed at its Slurm limit and resumed then loses at most this much work
     plus the step under way. These checkpoints hold what a resume needs and nothing is evaluated from them; only
     the newest is kept, and none once the run ends. None: checkpoints every ``checkpoint_every`` steps only."""
 
-    resumable_checkpoints: int = 2
+    resumable_checkpoints: Count = 2
     """How many of the newest checkpoints keep their optimizer state while the run lasts; a resume falls back to an
     older one when the newest fails its manifest check. Older checkpoints keep only the models (what evaluation
     reads)."""
@@ -156,11 +165,11 @@ class TrainSpec:
     (``graft train --resume`` with more ``--steps``). False: removed once ``done.json`` is written, and a rerun of
     the finished cell trains it from the start. Changing it retrains nothing."""
 
-    micro_batch: int = 64
+    micro_batch: Count = 64
     """Responses per forward pass at most; gradients are accumulated, so this changes memory, not the
     optimisation."""
 
-    micro_batch_tokens: int | None = None
+    micro_batch_tokens: Count | None = None
     """Tokens per forward pass at most, on top of ``micro_batch``: padded tokens (responses x longest prompt +
     response), or with ``packing`` the rows' own tokens; None: no token budget. Long responses then share a pass
     with fewer others."""
@@ -172,13 +181,13 @@ class TrainSpec:
     compute is that of the rows' own tokens instead of rows x the longest row. False: each micro-batch padded to its
     longest row, rows in arrival order (the embedded default's digits rest on that summation order)."""
 
-    logits_chunk_mib: float = 512
+    logits_chunk_mib: Positive = 512
     """MiB of float32 logits computed at once when log-probs are taken (scoring and updates): a forward pass
     whose logits would be larger projects its response positions onto the vocabulary that many positions at a
     time (512 MiB: 883 positions of Qwen3's 151,936 tokens), and the backward recomputes each chunk. Memory, not
     the numbers, depends on it (float32 rounding aside)."""
 
-    rollout_batch: int = 256
+    rollout_batch: Count = 256
     """Sequences per generate call."""
 
     rollout_seeds: Literal["batch", "prompt"] = "batch"
@@ -187,7 +196,7 @@ class TrainSpec:
     how many processes share its prompts. ``prompt``: each prompt generated alone from a seed of the step and its
     position in the batch, as vLLM always does, so every process layout samples alike (slower on a CPU)."""
 
-    dual_clip: float | None = None
+    dual_clip: Annotated[float, Bounds(gt=1)] | None = None
     """None: Eq. 10 as written (the default). A number c > 1: verl's dual clip (its ``clip_ratio_c``, 3 by
     default there), which caps the objective of a negative-advantage token at c * a, so a token whose ratio has
     grown past c stops pushing its probability down. The paper trained with verl but states Eq. 10 without the
@@ -202,26 +211,6 @@ class TrainSpec:
     process, not under vLLM's kernels or bf16 shards); auto: recompute whenever the sampler is not the
     training model itself (vLLM, or more than one process), else rollout."""
 
-    def __post_init__(self) -> None:
-        counts = ("steps", "prompts_per_step", "minibatches", "checkpoint_every", "resumable_checkpoints")
-        for name in (*counts, "micro_batch", "max_prompt_tokens", "max_response_tokens"):
-            if getattr(self, name) < 1:
-                raise FieldError(name, f"{getattr(self, name)} is not allowed; expected an integer >= 1")
-        if self.checkpoint_minutes is not None and not self.checkpoint_minutes > 0:
-            raise FieldError("checkpoint_minutes", f"{self.checkpoint_minutes} is not allowed; expected > 0, or null")
-        if not self.logits_chunk_mib > 0:
-            raise FieldError("logits_chunk_mib", f"{self.logits_chunk_mib} is not allowed; expected a number > 0")
-        if self.micro_batch_tokens is not None and self.micro_batch_tokens < 1:
-            raise FieldError("micro_batch_tokens", f"{self.micro_batch_tokens} is not allowed; expected >= 1 or null")
-        if not 0 < self.top_p <= 1:
-            raise FieldError("top_p", f"{self.top_p} is not allowed; expected 0 < top_p <= 1")
-        if self.temperature <= 0:
-            raise FieldError("temperature", f"{self.temperature} is not allowed; expected > 0")
-        if self.lr <= 0:
-            raise FieldError("lr", f"{self.lr} is not allowed; expected > 0")
-        if self.dual_clip is not None and not self.dual_clip > 1:
-            raise FieldError("dual_clip", f"{self.dual_clip} is not allowed; expected a number > 1, or null")
-
 
 def model_groups(placement: str, models: int) -> int:
     """How many groups a run's ``models`` models cut the job's processes into: one per model under the split
@@ -235,12 +224,12 @@ class ScaleSpec:
     """How a training job uses its node (docs/design.md section 8). The CPU default is one process with the
     Hugging Face backend; the paper config runs 4 processes, one per H200, with vLLM rollouts."""
 
-    processes: int = 1
+    processes: Count = 1
     """Processes per node of a training job, one per GPU, started by torchrun. Above 1 (or with several nodes)
     each model is sharded with FSDP2 over the processes the placement gives it, each process samples and grades a
     share of its model's prompts, and each takes a share of every minibatch; the exchange is unchanged."""
 
-    nodes: int = 1
+    nodes: Count = 1
     """Nodes per training job. Above 1 the training rule starts one Slurm task per node (``srun``), each a
     ``torchrun`` of ``processes`` processes meeting at the job's first node (c10d rendezvous)."""
 
@@ -271,18 +260,18 @@ class ScaleSpec:
     zero_stage: Literal[2, 3] = 3
     """DeepSpeed's ZeRO stage: 2 (optimizer state and gradients partitioned) or 3 (parameters too)."""
 
-    vllm_memory: float = 0.25
+    vllm_memory: OpenShare = 0.25
     """Share of a GPU's memory for each model's vLLM engine while it samples (two engines per GPU in a
     co-training run; both sleep while the models train): vLLM's ``gpu_memory_utilization``, a fraction of the
     total memory CUDA reports (``gpu_memory_gb``). The engine's KV cache is what its weights, its profiling peak
     and its CUDA graphs leave of it; ``graft plan`` prints the tokens that is beside those a rollout needs."""
 
-    vllm_max_num_seqs: int | None = None
+    vllm_max_num_seqs: Count | None = None
     """Sequences each vLLM engine runs at once (vLLM's ``max_num_seqs``; the rest of a rollout waits its turn), so
     that its KV cache holds those it runs instead of preempting and recomputing them. None: vLLM's default (1,024
     on an H100 or H200)."""
 
-    vllm_cpu_kv_cache_mib: int = 512
+    vllm_cpu_kv_cache_mib: Count = 512
     """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
 
     sync_dir: str | None = None
@@ -290,25 +279,18 @@ class ScaleSpec:
     None: ``/dev/shm``, the node's memory, when it has room; else the job stops before any compute and asks for
     this setting. Never a shared file system: every step writes and reads the whole model there."""
 
-    process_group_timeout_s: int = 3600
+    process_group_timeout_s: Count = 3600
     """How long a collective waits for the slowest process before the job fails (PyTorch's default is 10 minutes
     under NCCL). Processes wait on process 0 while it writes a checkpoint's Hugging Face copy of both models (at
     the paper's scale about 10 GB) and its part of the manifest's hashing, which can take longer than that on a
     slow shared file system."""
 
-    gpu_memory_gb: float = 150.75
+    gpu_memory_gb: Positive = 150.75
     """Memory of one GPU as CUDA reports it (``torch.cuda.get_device_properties(i).total_memory``), in GB of 1e9
     bytes: 150.75 for an H200 (140.4 GiB; its datasheet says 141 GB). vLLM takes its share of this figure, and
     ``graft plan`` refuses a config whose memory plan exceeds it."""
 
     def __post_init__(self) -> None:
-        for name in ("processes", "nodes", "process_group_timeout_s", "vllm_cpu_kv_cache_mib"):
-            if getattr(self, name) < 1:
-                raise FieldError(name, f"{getattr(self, name)} is not allowed; expected an integer >= 1")
-        if self.vllm_max_num_seqs is not None and self.vllm_max_num_seqs < 1:
-            raise FieldError(
-                "vllm_max_num_seqs", f"{self.vllm_max_num_seqs} is not allowed; expected an integer >= 1, or null"
-            )
         if self.engine == "deepspeed" and self.processes < 2:
             raise FieldError("engine", "'deepspeed' needs scale.processes >= 2; one process trains unsharded")
         if self.engine == "deepspeed" and (self.placement == "split" or self.sharding == "hybrid"):
@@ -317,10 +299,6 @@ class ScaleSpec:
                 "'deepspeed' shards over the whole job; the split placement and hybrid sharding need "
                 "scale.engine: fsdp2",
             )
-        if not 0 < self.vllm_memory < 1:
-            raise FieldError("vllm_memory", f"{self.vllm_memory} is not allowed; expected 0 < x < 1")
-        if not self.gpu_memory_gb > 0:
-            raise FieldError("gpu_memory_gb", f"{self.gpu_memory_gb} is not allowed; expected > 0")
 
     def split_problem(self, models: int) -> str | None:
         """Why the split placement cannot give each of a run's ``models`` models an equal share of the job's
@@ -339,10 +317,10 @@ class RewardSpec:
     kind: Literal["toy", "math"] = "math"
     """toy: exact integer match of the last \\boxed{}; math: math-verify on the final boxed answer."""
 
-    timeout: float = 5.0
+    timeout: Positive = 5.0
     """Hard per-item grading timeout in seconds; a timeout scores 0."""
 
-    workers: int = 2
+    workers: Count = 2
     """Grading processes (math only; the toy grader runs in-process)."""
 
 
@@ -350,35 +328,27 @@ class RewardSpec:
 class EvalSpec:
     """How checkpoints are evaluated (paper Appendix B)."""
 
-    benchmarks: dict[str, str]
+    benchmarks: Annotated[dict[str, str], NON_EMPTY]
     """Benchmark name -> local JSON Lines file; the score is the unweighted mean over these."""
     validation: str | None = None
     """A held-out set disjoint from the benchmarks, for checkpoint selection that does not peek at test."""
-    k: int = 8
+    k: Count = 8
     """Samples per problem; pass@1 is the mean over samples, then problems."""
-    temperature: float = 0.6
+    temperature: Positive = 0.6
     """Sampling temperature of the evaluation (0.6 in the paper's Appendix B)."""
-    top_p: float = 0.95
+    top_p: Share = 0.95
     """Nucleus sampling's probability mass of the evaluation (0.95 in the paper)."""
-    max_response_tokens: int | None = None
+    max_response_tokens: Count | None = None
     """None: the training limit."""
-    selection_runs: int = 0
+    selection_runs: NonNegativeInt = 0
     """Evaluations of each run's selected checkpoint (``report.selection``) with fresh sampling seeds, after the
     checkpoint evaluations that selected it (paper Appendix B: "each selected checkpoint is evaluated over five
     independent runs"; 5 in the paper config). The report's scores of a selected checkpoint are then the mean
     (and std) of these runs, never the run that selected it, whose score is biased upward by the selection.
     0: no re-evaluation; the report says that its scores are those of the selecting run."""
-    vllm_memory: float = 0.85
+    vllm_memory: OpenShare = 0.85
     """The share of its GPU's memory the evaluation's vLLM engine takes (``scale.rollout: vllm``). A job holds one
     engine at a time, stopping one model's before it starts the next's, so the share is the whole job's."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.vllm_memory < 1:
-            raise FieldError("vllm_memory", f"{self.vllm_memory} is not allowed; expected 0 < x < 1")
-        if self.k < 1:
-            raise FieldError("k", f"{self.k} is not allowed; expected an integer >= 1")
-        if self.selection_runs < 0:
-            raise FieldError("selection_runs", f"{self.selection_runs} is not allowed; expected 0 or more")
 
 
 def _ablation_presets() -> list[str]:
@@ -413,9 +383,13 @@ def preset_seeds(
     return main_seeds if method in MAIN_METHODS else other_seeds
 
 
+Seeds = Annotated[list[NonNegativeInt], NON_EMPTY]
+"""A list of seeds, at least one (``_check_seeds``: each once)."""
+
+
 def _check_seeds(name: str, seeds: list[int]) -> None:
-    if not seeds or len(set(seeds)) != len(seeds) or any(not isinstance(k, int) or k < 0 for k in seeds):
-        raise FieldError(name, f"{seeds} is not allowed; expected distinct seeds >= 0, at least one")
+    if len(set(seeds)) != len(seeds):
+        raise FieldError(name, f"{seeds} is not allowed; expected distinct seeds")
 
 
 @dataclass(frozen=True)
@@ -446,14 +420,14 @@ class WorkflowSpec:
     """The methods whose cells are planned, every other cell that the fields above schedule left out, e.g.
     ``[grpo_n8, graft]``: GRPO n=8 for every model and GRAFT on every pair, nothing else (``replay`` names the
     replay cells). None: every scheduled cell."""
-    main_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    main_seeds: Seeds = field(default_factory=lambda: [0, 1, 2])
     """Seeds of the main comparison: grpo_n8 and graft."""
-    other_seeds: list[int] = field(default_factory=lambda: [0])
+    other_seeds: Seeds = field(default_factory=lambda: [0])
     """Seeds of every other cell."""
-    method_seeds: dict[str, list[int]] = field(default_factory=dict)
+    method_seeds: dict[str, Seeds] = field(default_factory=dict)
     """Seeds of particular presets (or ``replay``) in place of main_seeds / other_seeds, e.g. ``{grpo_n32: [0]}``
     to keep a costly baseline at one seed while the others run three."""
-    cell_seeds: dict[str, list[int]] = field(default_factory=dict)
+    cell_seeds: dict[str, Seeds] = field(default_factory=dict)
     """Seeds of every cell of particular models or pairs, whatever the method, in place of the above (a model's
     entry covers its GRPO and replay cells, a pair's its co-training cells), e.g. ``{P2: [0], P3: [0], octo: [0]}``
     to spend the seeds on the pair whose comparisons the claims make."""
@@ -462,40 +436,40 @@ class WorkflowSpec:
     gives it (e.g. ``[grpo_n8/smol, graft/P1]``), so that the main job can run the comparisons its claims rest on
     while every other cell stays a target of its own; rule ``full`` runs every cell into ``<results>/report_full``.
     Empty: rule ``all`` runs every cell."""
-    threads: int = 1
+    threads: Count = 1
     """CPU threads per training or evaluation job (the CPU default runs such jobs side by side)."""
     eval_in_train: bool = False
     """Evaluate checkpoints inside the training job as they are saved (CPU: saves a process start and a model
     load per cell); False: one evaluation job per cell, e.g. on one GPU while training holds a node."""
-    build_threads: int = 2
+    build_threads: Count = 2
     """CPU threads per toy-model build. On 2 cores two warm-ups side by side at 1 thread each (0.25 s per step each,
     0.6M parameters) get through more steps than one at a time at 2 threads (0.16 s per step)."""
-    gpu_peak_tflops: float | None = None
+    gpu_peak_tflops: Positive | None = None
     """Dense bf16 TFLOP/s of one GPU (an H200: 989, NVIDIA's datasheet), the scale of the step time that
     ``graft plan``'s training job lengths rest on (graft.planning.step_time). None: training jobs get no length
     (the CPU default)."""
-    model_flops_utilization: float = 0.3
+    model_flops_utilization: Share = 0.3
     """Share of ``gpu_peak_tflops`` that scoring and the update reach, where ``gpu_check`` has not measured it."""
-    sync_gb_per_s: float = 0.5
+    sync_gb_per_s: Positive = 0.5
     """The weight sync's GB per second (the node's file written and read back), where ``gpu_check`` has not
     measured it."""
-    rollout_tokens_per_s: dict[str, float] = field(default_factory=dict)
+    rollout_tokens_per_s: dict[str, Positive] = field(default_factory=dict)
     """Tokens per second one GPU samples for a model during training (its engine beside the trainer, at
     ``scale.vllm_memory``), per model name, for the step time; a model without an entry gets no training length."""
-    mean_prompt_tokens: int | None = None
+    mean_prompt_tokens: Count | None = None
     """Mean length of a prompt in tokens, its template included, for the step time; None: the maximum."""
-    exchange_share: float = 0.1
+    exchange_share: Share = 0.1
     """Share of a step's prompts on which a receiver takes a peer's responses under a selective rule (GRAFT's
     complementary groups, SGT's failures), for the scoring those responses add to a step."""
     gpu_check: str | None = None
     """A ``bench/checks/gpu_check.py`` report (JSON, relative to the working directory) whose measured utilization and
     sync bandwidth replace ``model_flops_utilization`` and ``sync_gb_per_s``; None, or a file not there: those."""
-    generation_tokens_per_s: dict[str, float] = field(default_factory=dict)
+    generation_tokens_per_s: dict[str, Positive] = field(default_factory=dict)
     """Tokens per second one GPU generates for a model (every sequence of an evaluation in flight), per model name,
     for the job lengths ``graft plan`` prints; a model without an entry gets no estimate."""
-    mean_response_tokens: int | None = None
+    mean_response_tokens: Count | None = None
     """Mean length of a generated response, for ``graft plan``; None: the maximum (an upper bound)."""
-    eval_checkpoints_per_job: int | None = None
+    eval_checkpoints_per_job: Count | None = None
     """Checkpoints that one evaluation job evaluates (for every model of its cell), so that a cell's evaluation
     runs as several jobs, each within its Slurm limit; None: one job per cell."""
     environment: str | None = None
@@ -513,7 +487,7 @@ class WorkflowSpec:
     selection rules pick (``report.selection`` may change afterwards) and the last; every evaluation stays, and
     each removed checkpoint's manifest, so a retried evaluation job with unchanged settings finds its kept
     result. Evaluating a removed checkpoint with other settings needs the cell retrained."""
-    disk_budget_gb: float | None = None
+    disk_budget_gb: Positive | None = None
     """The most disk (GB) the results tree may hold at once. A cell holds every checkpoint from the start of its
     training until rule ``prune_checkpoints`` follows its last evaluation; with a budget, a cell starts training
     only once the cell that many places before it in the plan is pruned, so that at most as many cells are in
@@ -524,27 +498,6 @@ class WorkflowSpec:
     (graft.services.offline), so a missing file fails at once with its name instead of waiting on the network."""
 
     def __post_init__(self) -> None:
-        if self.eval_checkpoints_per_job is not None and self.eval_checkpoints_per_job < 1:
-            raise FieldError(
-                "eval_checkpoints_per_job",
-                f"{self.eval_checkpoints_per_job} is not allowed; expected an integer >= 1, or null (one job a cell)",
-            )
-        if self.mean_response_tokens is not None and self.mean_response_tokens < 1:
-            raise FieldError("mean_response_tokens", f"{self.mean_response_tokens} is not allowed; expected >= 1")
-        for field_name in ("generation_tokens_per_s", "rollout_tokens_per_s"):
-            for name, rate in getattr(self, field_name).items():
-                if not rate > 0:
-                    raise FieldError(f"{field_name}.{name}", f"{rate} is not allowed; expected > 0")
-        for name in ("gpu_peak_tflops", "sync_gb_per_s", "disk_budget_gb"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise FieldError(name, f"{value} is not allowed; expected > 0")
-        for name in ("model_flops_utilization", "exchange_share"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise FieldError(name, f"{value} is not allowed; expected a share in (0, 1]")
-        if self.mean_prompt_tokens is not None and self.mean_prompt_tokens < 1:
-            raise FieldError("mean_prompt_tokens", f"{self.mean_prompt_tokens} is not allowed; expected >= 1")
         _check_seeds("main_seeds", self.main_seeds)
         _check_seeds("other_seeds", self.other_seeds)
         for name, seeds in self.method_seeds.items():
@@ -584,28 +537,28 @@ class ToyModelSpec:
     """llama: a plain Llama decoder, as OctoThinker-3B is (config/rehearsal.yaml; the default's octo is GPT-2)."""
     pre_tokenizer: Literal["gpt2_regex", "digit_runs", "space_words"]
     """How text is split before the BPE merges: GPT-2's regular expression, runs of digits, or words at spaces."""
-    vocab_size: int
+    vocab_size: Count
     """Tokens in the model's BPE vocabulary, trained on the toy's texts."""
-    hidden: int
+    hidden: Count
     """Width of the residual stream."""
-    layers: int
+    layers: Count
     """Decoder blocks."""
-    heads: int
+    heads: Count
     """Attention heads; ``hidden`` must be a multiple of it."""
-    mix: dict[str, float]
+    mix: dict[str, NonNegative]
     """Share of each task family in the warm-up examples: the model's skill profile."""
-    steps: int
+    steps: Count
     """Warm-up optimizer steps."""
-    lr: float = 3e-3
+    lr: Positive = 3e-3
     """Learning rate of the warm-up (AdamW)."""
-    batch_size: int = 64
+    batch_size: Count = 64
     """Warm-up examples per optimizer step."""
-    micro_batches: int = 1
+    micro_batches: Count = 1
     """Forward passes each warm-up batch is cut into, its examples sorted by length so that each pass pads less:
     the same loss and gradient (up to float rounding), about 10% faster at 2 (bench/benchmarks/budget_probe.py)."""
-    examples: int = 3000
+    examples: Count = 3000
     """Distinct warm-up problems drawn from the train split according to ``mix``."""
-    slip: dict[str, float] = field(default_factory=dict)
+    slip: dict[str, Probability] = field(default_factory=dict)
     """Per family, the probability that each slip point (a carry, a borrow...) of a warm-up solution is slipped:
     the model learns the procedure as one that has half-learned it, and samples right about as often as its
     warm-up solutions are (a calibrated model, not an over-confident one). Families not named: 0."""
@@ -614,57 +567,48 @@ class ToyModelSpec:
     used for each feature of a warm-up solution with probability ``toy.mismatch``."""
 
     def __post_init__(self) -> None:
-        if any(v < 0 for v in self.mix.values()) or sum(self.mix.values()) <= 0:
+        if sum(self.mix.values()) <= 0:
             raise FieldError("mix", "shares must be >= 0 with a positive sum")
-        if not 1 <= self.micro_batches <= self.batch_size:
+        if self.micro_batches > self.batch_size:
             raise FieldError(
                 "micro_batches", f"{self.micro_batches} is not allowed; expected 1 to batch_size ({self.batch_size})"
             )
         if self.hidden % self.heads:
             raise FieldError("hidden", f"{self.hidden} is not a multiple of heads")
-        for family, rate in self.slip.items():
-            if not 0.0 <= rate <= 1.0:
-                raise FieldError(f"slip.{family}", f"{rate} is not allowed; expected 0 to 1")
 
 
 @dataclass(frozen=True)
 class ToySpec:
     """The synthetic task and the tiny models of the embedded default."""
 
-    models: dict[str, ToyModelSpec]
+    models: Annotated[dict[str, ToyModelSpec], NON_EMPTY]
     """The toy models by name, each built from scratch and warmed up on its own mix of families."""
-    families: list[ToyFamily] = field(default_factory=lambda: list(DEFAULT_TOY_FAMILIES))
+    families: Annotated[list[ToyFamily], NON_EMPTY] = field(default_factory=lambda: list(DEFAULT_TOY_FAMILIES))
     """The task families of this world, one toy benchmark each."""
-    seed: int = 0
+    seed: NonNegativeInt = 0
     """The toy world's seed: its problems, tokenizers, weights and warm-ups (a toy seed)."""
-    test_per_family: int = 64
+    test_per_family: Count = 64
     """Problems per family in the test split (the toy's benchmarks)."""
-    validation_per_family: int = 16
+    validation_per_family: Count = 16
     """Problems per family in the validation split, for checkpoint selection and settings chosen on it."""
-    train_per_family: int = 400
+    train_per_family: Count = 400
     """RL prompts per family, drawn from the train split."""
-    level2_share: float = 0.0
+    level2_share: Probability = 0.0
     """Share of every split drawn from the harder level 2 (more digits), 0 to 1."""
-    min_slip_points: int = 1
+    min_slip_points: Count = 1
     """Fewest slip points (carries, borrows...) a problem may have. At 2 a model that is blind on a family (slips
     at nearly every point) almost never solves one of its problems by chance, while a peer's correct solution
     still differs from its own by one cheap token per point; two-digit problems (level 1) have one, so 2 needs
     ``level2_share: 1``."""
-    mismatch: float = 0.0
+    mismatch: Probability = 0.0
     """Cross-model mismatch, 0 to 1: the chance that each feature of a warm-up solution (header, operator spacing,
     equals sign, separator, conclusion) is written in the model's ``dialect`` instead of the common writing. 0: all
     models write alike (no mismatch); 1: each writes only its own dialect."""
 
     def __post_init__(self) -> None:
-        if not self.families or len(set(self.families)) != len(self.families):
+        if len(set(self.families)) != len(self.families):
             allowed = ", ".join(typing.get_args(ToyFamily))
-            raise FieldError("families", f"families must be distinct and not empty; allowed: {allowed}")
-        if not 0.0 <= self.level2_share <= 1.0:
-            raise FieldError("level2_share", f"{self.level2_share} is not allowed; expected 0 to 1")
-        if self.min_slip_points < 1:
-            raise FieldError("min_slip_points", f"{self.min_slip_points} is not allowed; expected 1 or more")
-        if not 0 <= self.mismatch <= 1:
-            raise FieldError("mismatch", f"{self.mismatch} is not allowed; expected 0 to 1")
+            raise FieldError("families", f"families must be distinct; allowed: {allowed}")
         world = ", ".join(self.families)
         for name, spec in self.models.items():
             for what, families in (("mix", spec.mix), ("slip", spec.slip)):
@@ -690,7 +634,7 @@ class RunConfig:
     results: str
     """Directory that receives every output of this configuration."""
 
-    models: dict[str, ModelSpec]
+    models: Annotated[dict[str, ModelSpec], NON_EMPTY]
     """The policies by name: each a local model directory and its prompt format."""
     data: DataSpec
     """The training prompts."""
@@ -797,18 +741,28 @@ class RunConfig:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """A YAML mapping from a file, with safe_load; ConfigError for a missing, unparsable or non-mapping file."""
+    """A YAML mapping from a file (graft.typed_config.load_yaml); ConfigError for a missing, unparsable or
+    non-mapping file, or one with a duplicate key."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--config: no such file {str(path)!r}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"--config: {str(path)!r} is not valid YAML{where}") from None
+    data = load_yaml(path.read_text(), f"--config: {str(path)!r}")
     if not isinstance(data, dict):
         raise ConfigError(f"--config: {str(path)!r} must hold a mapping of settings")
+    return data
+
+
+def apply_settings(data: dict[str, Any], settings: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """``data`` with each ``(dotted.key, value)`` of ``--set`` written in (a copy; missing sections are created)."""
+    data = copy.deepcopy(data)
+    for key, value in settings:
+        *sections, name = key.split(".")
+        where = data
+        for depth, section in enumerate(sections):
+            where = where.setdefault(section, {})
+            if not isinstance(where, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(sections[: depth + 1])} is not a section of settings")
+        where[name] = value
     return data
 
 
@@ -823,18 +777,25 @@ def _fill_results(value: Any, results: str) -> Any:
     return value
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run config; raises ConfigError with one line on any problem.
+def load_config(path: str | Path, settings: Sequence[tuple[str, Any]] = ()) -> RunConfig:
+    """Read and validate a YAML run config, with ``settings`` (``--set``) written over it; raises ConfigError with
+    one line on any problem.
 
     ``{results}`` in model and data paths stands for the config's results directory, so built toy models live
     under the outputs of the configuration that built them.
     """
-    return config_from_dict(read_yaml(path))
+    return config_from_dict(apply_settings(read_yaml(path), settings))
+
+
+def parse_config_strings(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each string read as the number, bool or null its field expects (graft.typed_config's
+    ``parse_strings``): Snakemake's ``--config`` values and ``--set`` arrive as text."""
+    return parse_strings(data, RunConfig)
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Validate an already parsed config (e.g. Snakemake's merged ``config``)."""
-    data = dict(data)
+    data = parse_config_strings(data)
     results = data.get("results")
     if isinstance(results, str):
         for section in ("models", "data", "eval"):

@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from graft.errors import ConfigError
-from graft.typed_config import from_dict
+from graft.typed_config import (
+    Bounds,
+    Count,
+    Decay,
+    NonNegative,
+    NonNegativeInt,
+    OpenShare,
+    Positive,
+    from_dict,
+    parse_strings,
+)
 
 
 @dataclass(frozen=True)
 class Method:
     """The switches that define a training method (docs/design.md section 2, last paragraph)."""
 
-    n: int = 8
+    n: Annotated[int, Bounds(ge=2)] = 8
     """Responses sampled per prompt and model (GRPO n = 8, 16, 32 in the paper)."""
 
     peer: Literal["none", "live", "archive"] = "none"
@@ -54,10 +64,10 @@ class Method:
     gate: Literal["compat", "none"] = "compat"
     """compat: weight w = 1[s > delta] min(s, cap) (Eq. 8); none: w = 1 for every peer response."""
 
-    delta: float = 0.8
+    delta: Decay = 0.8
     """Compatibility floor; responses with s <= delta are dropped. 0 admits all (the "w/o floor" ablation)."""
 
-    cap: float = 1.0
+    cap: Positive = 1.0
     """Upper bound on the compatibility weight."""
 
     admission: Literal["floor", "random"] = "floor"
@@ -77,39 +87,39 @@ class Method:
     """Update rule for peer responses: Eq. 10's clipped token ratio; LUFFY's f(pi) a with no clip; HACPO's
     sequence-level rule; or SGT's auxiliary NLL on the transferred correct response."""
 
-    eps_low: float = 0.2
+    eps_low: OpenShare = 0.2
     """Lower PPO clip range of Eq. 10."""
 
-    eps_high: float = 0.28
+    eps_high: Positive = 0.28
     """Upper PPO clip range of Eq. 10 (DAPO's clip-higher)."""
 
-    minibatches: int | None = None
+    minibatches: Count | None = None
     """Optimizer updates per step; None takes the run config's value (4 minibatches of 32 prompts in the
     paper). Every built-in preset takes it, so all methods make the same number of updates: HACPO's official
     trainer cuts 128 x (8 own + 8 peer) responses into minibatches of 64 prompts x 8, i.e. the paper's 4."""
 
-    nll_coef: float = 0.1
+    nll_coef: NonNegative = 0.1
     """SGT's lambda: weight of the NLL term added to the GRPO loss."""
 
-    luffy_gamma: float = 0.1
+    luffy_gamma: Positive = 0.1
     """gamma of LUFFY's shaping f(x) = x / (x + gamma)."""
 
-    kl_coef: float = 0.0
+    kl_coef: NonNegative = 0.0
     """Low-variance KL to the initial policy on own samples (HACPO: 1e-3; GRAFT and GRPO: none)."""
 
-    hacpo_clip_low: float = 3e-4
+    hacpo_clip_low: NonNegative = 3e-4
     """HACPO's own-sample sequence ratio clip, lower delta."""
 
-    hacpo_clip_high: float = 4e-4
+    hacpo_clip_high: NonNegative = 4e-4
     """HACPO's own-sample sequence ratio clip, upper delta."""
 
-    hacpo_cross_delta: float = 0.2
+    hacpo_cross_delta: Decay = 0.2
     """HACPO's peer ratio lower bound starts at 1 - this."""
 
-    hacpo_cross_step: float = 0.025
+    hacpo_cross_step: NonNegative = 0.025
     """HACPO's peer ratio lower bound rises by this per minibatch update within a step."""
 
-    hacpo_window: int = 5
+    hacpo_window: Count = 5
     """Steps over which HACPO's capability P_k averages the mean reward."""
 
     dynamic_sampling: bool = False
@@ -118,7 +128,7 @@ class Method:
     the step has ``prompts_per_step`` informative groups or ``resample_rounds`` extra draws were made. Costs
     extra rollouts, counted in the metrics (``rollouts``). Single-model runs only."""
 
-    resample_rounds: int = 4
+    resample_rounds: NonNegativeInt = 4
     """Extra prompt draws per step at most under dynamic sampling; a step that still has fewer informative groups
     trains on those it has (metric ``ds_groups``). DAPO's verl recipe caps its draws the same way
     (``max_num_gen_batches``)."""
@@ -135,30 +145,10 @@ def _fail(field_name: str, message: str) -> None:
 
 
 def _check_method(m: Method) -> None:
-    """Ranges and the combinations the loop cannot run, each refused with one line."""
-    if m.n < 2:
-        _fail("n", f"{m.n} is not allowed; expected an integer >= 2 (a group needs two responses)")
-    if not 0.0 <= m.delta < 1.0:
-        _fail("delta", f"{m.delta} is not allowed; expected 0 <= delta < 1")
-    if not m.cap > 0.0:
-        _fail("cap", f"{m.cap} is not allowed; expected cap > 0")
-    if not 0.0 < m.eps_low < 1.0:
-        _fail("eps_low", f"{m.eps_low} is not allowed; expected 0 < eps_low < 1")
-    if not m.eps_high > 0.0:
-        _fail("eps_high", f"{m.eps_high} is not allowed; expected eps_high > 0")
-    if m.minibatches is not None and m.minibatches < 1:
-        _fail("minibatches", f"{m.minibatches} is not allowed; expected an integer >= 1 or null")
-    for name in ("nll_coef", "luffy_gamma", "kl_coef", "hacpo_clip_low", "hacpo_clip_high"):
-        if getattr(m, name) < 0:
-            _fail(name, f"{getattr(m, name)} is not allowed; expected a value >= 0")
-    if m.luffy_gamma == 0:
-        _fail("luffy_gamma", "0 is not allowed; expected gamma > 0")
-    if m.resample_rounds < 0:
-        _fail("resample_rounds", f"{m.resample_rounds} is not allowed; expected an integer >= 0")
+    """The combinations the loop cannot run, each refused with one line (each switch's range is its annotation,
+    checked when a preset is read: ``with_switches``)."""
     if m.dynamic_sampling and m.peer != "none":
         _fail("dynamic_sampling", f"true is not allowed with peer {m.peer!r}: it is a single-model GRPO baseline")
-    if m.hacpo_window < 1:
-        _fail("hacpo_window", f"{m.hacpo_window} is not allowed; expected an integer >= 1")
     if (m.peer == "none") != (m.select == "none"):
         _fail("select", f"{m.select!r} with peer {m.peer!r}: a peer and a selection rule go together")
     if m.balanced and m.peer == "archive":
@@ -300,10 +290,15 @@ def get_method(name: str, custom: dict[str, Any] | None = None) -> Method:
         base = spec["base"]
         if base not in PRESETS:
             raise ConfigError(f"methods.{name}.base: unknown preset {base!r}; allowed: {', '.join(PRESETS)}")
-        merged = {**PRESETS[base].method.to_dict(), **{k: v for k, v in spec.items() if k != "base"}}
-        return from_dict(Method, merged, f"methods.{name}")
+        return with_switches(PRESETS[base].method, {k: v for k, v in spec.items() if k != "base"}, f"methods.{name}")
     allowed = ", ".join([*PRESETS, *custom])
     raise ConfigError(f"unknown method preset {name!r}; allowed: {allowed}")
+
+
+def with_switches(method: Method, switches: dict[str, Any], where: str) -> Method:
+    """``method`` with some switches changed (a user preset's, or ``graft train --set method.<switch>=...``), each
+    read from text where it is one and checked; ``where`` names them in errors."""
+    return from_dict(Method, {**method.to_dict(), **parse_strings(switches, Method)}, where)
 
 
 def resolve_all(custom: dict[str, Any] | None = None) -> dict[str, dict]:

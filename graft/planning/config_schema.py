@@ -2,7 +2,8 @@
 
 Snakemake validates the config against the schema before it parses the rules; the dataclasses (graft.config) then
 check every value. Generating the one from the other keeps them from disagreeing: every field of every section,
-its type, its allowed values and its docstring as the description. ``python -m graft.planning.config_schema`` prints it;
+its type, its allowed values and range (graft.typed_config's ``Bounds``, non-empty strings and collections) and its
+docstring as the description. ``python -m graft.planning.config_schema`` prints it;
 a test compares it with the committed file.
 """
 
@@ -15,11 +16,12 @@ import itertools
 import textwrap
 import types
 import typing
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 
 from graft.config import RunConfig
+from graft.typed_config import NON_EMPTY, Bounds, field_types
 
 SCHEMA_PATH = "workflow/schemas/config.schema.yaml"
 
@@ -48,6 +50,14 @@ def _json_type(value: Any) -> str:
 def type_schema(tp: Any) -> dict:
     """The JSON schema of one annotated type (the kinds graft.typed_config reads)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Annotated:
+        schema = type_schema(args[0])
+        for meta in args[1:]:
+            if isinstance(meta, Bounds):
+                schema.update(meta.schema())
+            elif meta == NON_EMPTY:
+                schema["minItems" if schema["type"] == "array" else "minProperties"] = 1
+        return schema
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         schema = type_schema(inner[0])
@@ -67,11 +77,13 @@ def type_schema(tp: Any) -> dict:
         return section_schema(tp)
     if tp is Any:
         return {}
+    if tp is str:
+        return {"type": "string", "minLength": 1}
     return {"type": {bool: "boolean", int: "integer", float: "number", str: "string"}[tp]}
 
 
 def section_schema(cls: type) -> dict:
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     docs = field_docs(cls)
     fields = [f for f in dataclasses.fields(cls) if f.init]
     properties = {}

@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from graft.config import RunConfig
 from graft.data.benchmarks import DATASET_SIZES
 from graft.errors import ConfigError
 from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
+from graft.typed_config import load_yaml
 
 
 @dataclass(frozen=True)
@@ -121,8 +120,8 @@ def profile_runtimes(profile: Path) -> dict[str, float]:
     ``default-resources``; runtime in minutes); ``"*"``: the default."""
     path = profile / "config.yaml"
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
+        data = load_yaml(path.read_text(), f"--profile: {str(path)!r}") or {}
+    except OSError as err:
         raise ConfigError(f"--profile: cannot read {str(path)!r} ({err.__class__.__name__})") from None
     limits = {}
     default = _runtime(data.get("default-resources"))

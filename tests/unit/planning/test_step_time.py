@@ -145,9 +145,9 @@ def test_cells_step_needs_every_models_rollout_rate():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("exchange_share", 0.0, "workflow.exchange_share: 0.0 is not allowed; expected a share in (0, 1]"),
+        ("exchange_share", 0.0, "workflow.exchange_share: 0.0 is not allowed; expected a number in (0, 1]"),
         ("model_flops_utilization", 1.5, "workflow.model_flops_utilization: 1.5 is not allowed"),
-        ("gpu_peak_tflops", -1, "workflow.gpu_peak_tflops: -1.0 is not allowed; expected > 0"),
+        ("gpu_peak_tflops", -1, "workflow.gpu_peak_tflops: -1 is not allowed; expected a number > 0, or null"),
         ("rollout_tokens_per_s", {"nobody": 5}, "workflow.rollout_tokens_per_s: unknown model 'nobody'"),
     ],
 )
