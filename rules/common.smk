@@ -141,7 +141,8 @@ def site_resources(rule):
 
 def stop_signal():
     """Slurm's warning before a training job's time limit (``slurm_extra``), its lead each cell's longest step and
-    save (graft.planning.site.stop_lead_seconds); nothing where the step time has no figures (a CPU config)."""
+    save (graft.planning.site.stop_lead_seconds); nothing where the step time has no figures (a CPU config).
+    """
     leads = {}
     for c in CELLS.values():
         key = (c.method, c.models)
