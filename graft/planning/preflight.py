@@ -75,9 +75,10 @@ def site_check(
         jobs = jobs_per_run if kind.rule == "train" else 1
         if kind.longest > limit * jobs:
             chained = f" x {jobs} jobs (a warned job saves, its retry resumes)" if jobs > 1 else ""
+            setting = "max_runtime_hours" if kind.rule == "train" else "evaluation_hours"
             problems.append(
                 f"{kind.rule} jobs take up to {kind.longest:.1f} h (graft plan), more than their time limit of "
-                f"{limit:g} h{chained} (slurm.max_runtime_hours); shorten them with {kind.split}"
+                f"{limit:g} h{chained} (slurm.{setting}); shorten them with {kind.split}"
             )
     warning = proctrack_warning(parse_proctrack(run(["scontrol", "show", "config"])))
     return problems, [warning] if warning else []

@@ -122,7 +122,10 @@ def test_jobs_longer_than_their_limit_are_refused_before_any_is_submitted():
     assert problems == [] and len(warnings) == 1
     problems, _ = check(paper(gpu_type="nvidia_h200", max_runtime_hours=10, evaluation_hours=4), 3)
     assert [p.split(" jobs take")[0] for p in problems] == ["evaluate_checkpoints", "reevaluate_selected"]
-    assert problems[0].startswith("evaluate_checkpoints jobs take up to 5.9 h (graft plan), more than their time ")
+    assert problems[0] == (
+        "evaluate_checkpoints jobs take up to 5.9 h (graft plan), more than their time limit of 4 h "
+        "(slurm.evaluation_hours); shorten them with workflow.eval_checkpoints_per_job"
+    )
     problems, _ = check(paper(gpu_type="nvidia_h200", max_runtime_hours=10), 1)
     assert problems == [
         "train jobs take up to 16.7 h (graft plan), more than their time limit of 10 h (slurm.max_runtime_hours); "
