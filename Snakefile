@@ -47,7 +47,9 @@ if CFG.workflow.fetch_on_submit_host and not TOY:
 
 
 onstart:
-    if workflow.executor_plugin.name == "slurm" and (problem := slurm_problem()):
+    if workflow.executor_plugin.name == "slurm" and (
+        problem := slurm_site_problem()
+    ):
         sys.exit(problem)
     if ENVIRONMENT is not None and (problem := environment_problem(ENVIRONMENT)):
         sys.exit(problem)

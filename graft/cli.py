@@ -571,7 +571,10 @@ def _add_evaluation(sub) -> None:
     plan = sub.add_parser("plan", help="cells, evaluations and estimated GPU-hours of a config, before submitting")
     plan.add_argument("--config", type=Path, required=True)
     plan.add_argument(
-        "--profile", type=Path, help=f"Snakemake profile whose runtimes are the limits (default: {DEFAULT_PROFILE})"
+        "--profile",
+        type=Path,
+        help=f"Snakemake profile whose runtimes are the limits where the config's slurm section sets none (default: "
+        f"{DEFAULT_PROFILE})",
     )
     _add_settings(plan, method=False)
     plan.set_defaults(func=_cmd_plan)

@@ -2,21 +2,24 @@
 graft.results, the report's files from graft.report.build."""
 
 import json
+import sys
 from pathlib import Path
 
 import yaml
 
 from graft.config import config_from_dict
-from graft.planning.job_lengths import evaluation_parts
+from graft.planning.job_lengths import evaluation_parts, job_kinds
 from graft.planning.launch import train_launcher
 from graft.planning.plan import (
+    base_evaluations,
     base_seeds,
     checkpoint_steps,
     disk_turns,
     main_cells,
     training_cells,
 )
-from graft.planning.preflight import environment_problem, slurm_problem
+from graft.planning.preflight import environment_problem, site_check, slurm_problem
+from graft.planning.site import rule_resources, stop_lead_seconds
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
 
@@ -133,6 +136,40 @@ def train_nodes():
     """
     n = CFG.scale.nodes
     return {"nodes": n, **({"tasks": n, "mpi": "srun"} if n > 1 else {})}
+
+
+def site_resources(rule):
+    """``rule``'s Slurm resources from the config's ``slurm`` section (graft.planning.site): the one place of the
+    site's partitions, account, GPU type and time limit."""
+    return rule_resources(CFG, rule)
+
+
+def stop_signal():
+    """Slurm's warning before a training job's time limit (``slurm_extra``), its lead each cell's longest step and
+    save (graft.planning.site.stop_lead_seconds); nothing where the step time has no figures (a CPU config).
+    """
+    leads = {}
+    for c in CELLS.values():
+        key = (c.method, c.models)
+        if key not in leads:
+            leads[key] = stop_lead_seconds(CFG, c.method, c.models)
+    if not leads or None in leads.values():
+        return {}
+    return {
+        "slurm_extra": lambda wc: f"--signal=URG@{leads[(wc.method, cell_of(wc).models)]}"
+    }
+
+
+def slurm_site_problem():
+    """Why the Slurm executor cannot run this workflow on this cluster, in lines, or None: no Slurm commands here, or
+    the site (graft.planning.preflight.site_check); its warnings go to stderr."""
+    if problem := slurm_problem():
+        return problem
+    kinds = job_kinds(CFG, list(CELLS.values()), STEPS, base_evaluations(CFG))
+    problems, warnings = site_check(CFG, kinds, workflow.execution_settings.retries + 1)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    return "\n".join(problems) or None
 
 
 def eval_settings():

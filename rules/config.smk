@@ -11,6 +11,8 @@ rule resolve_methods:
         f"{R}/logs/resolve_methods.log",
     conda:
         "../envs/graft.yaml"
+    resources:
+        **site_resources("resolve_methods"),
     params:
         methods=lambda wc: json.dumps(config.get("methods", {}), sort_keys=True),
     shell:

@@ -18,6 +18,8 @@ if TOY:
             f"{R}/logs/toy_data.log",
         conda:
             "../envs/graft.yaml"
+        resources:
+            **site_resources("toy_data"),
         params:
             root=lambda wc, output: Path(output.train).parent.parent,
             settings=lambda wc: json.dumps(
@@ -42,6 +44,8 @@ else:
             f"{R}/logs/fetch/{{dataset}}.log",
         conda:
             "../envs/graft.yaml"
+        resources:
+            **site_resources("fetch_dataset"),
         params:
             hf_home=hf_home_prefix(),
         shell:

@@ -15,6 +15,8 @@ rule evaluate_base:
     conda:
         COMPUTE_ENV
     threads: CFG.workflow.threads
+    resources:
+        **site_resources("evaluate_base"),
     params:
         settings=lambda wc: eval_settings(),
     shell:
@@ -40,6 +42,8 @@ if not EVAL_IN_TRAIN:
         conda:
             COMPUTE_ENV
         threads: CFG.workflow.threads
+        resources:
+            **site_resources("evaluate_checkpoints"),
         params:
             run=lambda wc, input: Path(input.done).parent,
             steps=lambda wc: ",".join(map(str, EVAL_PARTS[int(wc.part)])),
@@ -85,6 +89,8 @@ if SELECTION_RUNS:
         conda:
             COMPUTE_ENV
         threads: CFG.workflow.threads
+        resources:
+            **site_resources("reevaluate_selected"),
         params:
             run=lambda wc, input: Path(input.done).parent,
             settings=lambda wc: eval_settings() + json.dumps(CFG.report.selection),

@@ -15,6 +15,8 @@ if TOY:
         conda:
             "../envs/graft.yaml"
         threads: CFG.workflow.build_threads
+        resources:
+            **site_resources("toy_model"),
         params:
             root=lambda wc, input: Path(input.warmup).parent.parent,
             settings=lambda wc: json.dumps(
@@ -46,6 +48,8 @@ else:
             f"{R}/logs/fetch_model/{{model}}.log",
         conda:
             "../envs/graft.yaml"
+        resources:
+            **site_resources("fetch_model"),
         params:
             hub_id=lambda wc: CFG.models[wc.model].hub_id,
             hf_home=hf_home_prefix(),

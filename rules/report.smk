@@ -29,6 +29,8 @@ rule report:
         f"{R}/logs/report.log",
     conda:
         "../envs/graft.yaml"
+    resources:
+        **site_resources("report"),
     params:
         out=lambda wc, output: Path(output.summary).parent,
         results=lambda wc, input: Path(input.config).parent,

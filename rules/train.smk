@@ -14,6 +14,8 @@ rule train:
     threads: CFG.workflow.threads
     resources:
         **train_nodes(),
+        **site_resources("train"),
+        **stop_signal(),
     params:
         out=lambda wc: cell_of(wc).run_dir(TREE).root,
         models=lambda wc: ",".join(cell_of(wc).models),

@@ -155,22 +155,29 @@ def job_lines(kinds: list[JobKind], limits: dict[str, float] | None, profile: st
     where = f"limits from {profile}" if profile else "no Slurm profile read (--profile)"
     lines = [f"jobs per rule (hours; {where}; ? where a figure it rests on is missing):"]
     lines.append(f"  {'rule':<22}{'jobs':>6}{'GPUs/job':>10}{'longest job':>13}{'limit':>8}{'GPU-hours':>11}")
-    warnings = []
     for k in kinds:
         limit = None if limits is None else limits.get(k.rule, limits.get("*"))
         lines.append(
             f"  {k.rule:<22}{len(k.lengths):>6}{k.gpus:>10}{hours(k.longest):>13}{hours(limit):>8}"
             f"{hours(k.gpu_hours, 0):>11}"
         )
-        if limit is not None and k.longest is not None and k.longest > limit:
-            warnings.append(
-                f"warning: {k.rule} jobs take up to {k.longest:.1f} h, more than their limit of {limit:.1f} h; "
-                f"shorten them with {k.split}"
-            )
     totals = {}
     for k in kinds:
         if k.lengths:
             known = totals.get(k.kind, 0.0)
             totals[k.kind] = None if known is None or k.gpu_hours is None else known + k.gpu_hours
     lines.append("GPU-hours: " + ", ".join(f"{kind} {hours(total, 0)}" for kind, total in totals.items()))
-    return lines + warnings
+    return lines + [f"warning: {line}" for line in over_limits(kinds, limits or {})]
+
+
+def over_limits(kinds: list[JobKind], limits: dict[str, float]) -> list[str]:
+    """One line per rule whose longest job exceeds its limit (hours; ``"*"``: every other rule's)."""
+    lines = []
+    for k in kinds:
+        limit = limits.get(k.rule, limits.get("*"))
+        if limit is not None and k.longest is not None and k.longest > limit:
+            lines.append(
+                f"{k.rule} jobs take up to {k.longest:.1f} h, more than their limit of {limit:.1f} h; "
+                f"shorten them with {k.split}"
+            )
+    return lines

@@ -31,6 +31,7 @@ from graft.planning.memory import (
     rollout_kv_tokens,
     shards_per_model,
 )
+from graft.planning.site import runtime_hours
 from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
 from graft.results import ResultsTree, RunDir, replay_cell
 
@@ -301,9 +302,20 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     lines += estimate_basis(cfg)
     lines += step_lines(cfg, cells)
     kinds = job_kinds(cfg, cells, steps, base)
-    limits = None if profile is None else profile_runtimes(profile)
-    lines += job_lines(kinds, limits, None if profile is None else str(profile))
+    lines += job_lines(kinds, *rule_limits(cfg, kinds, profile))
     return "\n".join(lines)
+
+
+def rule_limits(cfg: RunConfig, kinds, profile: Path | None) -> tuple[dict[str, float] | None, str | None]:
+    """Each rule's time limit in hours, as Snakemake sets it: the profile's ``set-resources`` over the config's
+    ``slurm`` section (graft.planning.site) over the profile's ``default-resources`` (``"*"``); and where they come
+    from. None where neither gives one."""
+    limits = {} if profile is None else profile_runtimes(profile)
+    from_config = {k.rule: hours for k in kinds if (hours := runtime_hours(cfg, k.rule)) is not None}
+    for rule, hours in from_config.items():
+        limits.setdefault(rule, hours)
+    where = [*(["the config's slurm section"] if from_config else []), *([str(profile)] if profile else [])]
+    return (limits, " and ".join(where)) if where else (None, None)
 
 
 def estimate_basis(cfg: RunConfig) -> list[str]:

@@ -18,8 +18,9 @@ import pytest
 import yaml
 from helpers.own_pair import own_pair_config
 
-from graft.config import config_from_dict
+from graft.config import config_from_dict, load_config
 from graft.planning.plan import describe, disk_turns, training_cells
+from graft.planning.site import GPU_RULES, stop_lead_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -538,9 +539,17 @@ def test_every_job_runs_from_the_configured_environment_and_a_missing_one_stops_
     assert target.is_file() and calls.read_text().split() == ["methods"]
 
 
-def test_paper_config_dry_run_through_the_slurm_profile():
-    out = run(tool("snakemake"), "all", "--profile", "slurm", "--dry-run", check=True)
-    counts = job_counts(out)
+PAPER_DRY_RUN = ("all", "--profile", "slurm", "--dry-run")
+
+
+@pytest.fixture(scope="module")
+def paper_dry_run():
+    """config/paper.yaml's DAG through the paper's Slurm profile, not run."""
+    return run(tool("snakemake"), *PAPER_DRY_RUN, check=True)
+
+
+def test_paper_config_dry_run_through_the_slurm_profile(paper_dry_run):
+    counts = job_counts(paper_dry_run)
     # 3 models x (grpo_n8 x 3 seeds + n16 + n32 + n8 with dynamic sampling), 3 pairs x (graft x 3 seeds + hacpo
     # + sgt + 2 replays), 17 ablations on pair 1; each cell's selected checkpoints re-evaluated in one job
     assert counts["train"] == 3 * 6 + 3 * 7 + 17
@@ -629,8 +638,11 @@ def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     assert counts["train"] == 2 * 3 + 3  # grpo_n8 for each model and graft on the pair, 3 seeds each
     train = [line for line in (out.stdout + out.stderr).splitlines() if "cpus_per_task=64" in line]
     assert len(train) == counts["train"]
-    assert all("nodes=2, tasks=2, mpi=srun, gres=gpu:h200:4" in line for line in train), train[0]
-    assert all("slurm_extra=--signal=URG@600" in line for line in train), train[0]
+    assert all("nodes=2, tasks=2, mpi=srun" in line and "gres=gpu:h200:4" in line for line in train), train[0]
+    # each cell warned its own longest step and save before its limit (graft.planning.site.stop_lead_seconds)
+    cfg = load_config(ROOT / "config/pair-8b.yaml")
+    leads = {f"slurm_extra=--signal=URG@{stop_lead_seconds(cfg, c.method, c.models)}" for c in training_cells(cfg)}
+    assert {re.search(r"slurm_extra=\S+", line).group(0) for line in train} == leads
     srun = "srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --cpus-per-task 64 --kill-on-bad-exit=1 python -m graft"
     assert sum(srun in line for line in (out.stdout + out.stderr).splitlines()) == counts["train"]
 
@@ -653,6 +665,40 @@ def test_the_own_pair_example_dry_runs_its_nine_cells_on_local_models(tmp_path):
         "report": 1,
         "all": 1,
     }
+
+
+def job_resources(proc) -> dict[str, tuple[str, dict[str, str]]]:
+    """Each job of a dry run by its id: its rule and the resources Snakemake gives it."""
+    jobs = {}
+    for block in re.finditer(r"^rule (\w+):\n((?:    .*\n)+)", proc.stdout + proc.stderr, re.M):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(2), re.M))
+        resources = dict(item.split("=", 1) for item in fields["resources"].split(", "))
+        jobs[fields["jobid"]] = (block.group(1), resources)
+    return jobs
+
+
+def test_a_partition_and_an_account_keep_every_other_resource_of_every_job(paper_dry_run):
+    """The site's partitions and account, set in the config's slurm section (here on the command line), reach
+    every submitted job and change none of its other resources: the profile's defaults stay (Snakemake's
+    --default-resources would have replaced them)."""
+    before = job_resources(paper_dry_run)
+    site = "slurm={gpu_partition: gpu, cpu_partition: cpu, account: lab}"
+    after = job_resources(run(tool("snakemake"), *PAPER_DRY_RUN, "--config", site, check=True))
+    assert before.keys() == after.keys() and len(before) > 600
+    local = {"collect_evaluations", "prune_checkpoints", "all"}  # never submitted
+    for jobid, (rule, resources) in after.items():
+        added = {"slurm_partition", "slurm_account"} if rule not in local else set()
+        assert {k: v for k, v in resources.items() if k not in added} == before[jobid][1], rule
+        if added:
+            partition = "gpu" if rule in GPU_RULES else "cpu"
+            assert (resources["slurm_partition"], resources["slurm_account"]) == (partition, "lab"), rule
+    train = next(resources for rule, resources in before.values() if rule == "train")
+    assert (train["runtime"], train["gres"], train["mem_mb"], train["cpus_per_task"]) == (
+        "4320",
+        "gpu:h200:4",
+        "480000",
+        "64",
+    )
 
 
 LOCAL_RULES = """
@@ -722,3 +768,25 @@ def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("--profile slurm: no sbatch or sacct on this machine's PATH") and "--cores N" in last
     assert sorted(p.name for p in results.iterdir()) == ["config.yaml"]  # the config snapshot, no job output
+
+
+def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_before_any_job(tmp_path):
+    """The site check before the first job (Snakefile onstart): here Slurm's commands print what a one-partition
+    cluster's print (recorded), and the config names a GPU partition it does not have."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("bash", "sh", "env", "which", "python3"):
+        (tools / name).symlink_to(shutil.which(name))
+    recorded = {"sinfo": "debug*|infinite|(null)", "scontrol": "ProctrackType           = proctrack/linuxproc"}
+    for name in ("sbatch", "sacct", *recorded):
+        (tools / name).write_text(f"#!/bin/sh\necho '{recorded.get(name, '')}'\n")
+        (tools / name).chmod(0o755)
+    results = tmp_path / "results"
+    cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
+    cmd += ["--config", f"results={results}", "slurm={gpu_partition: gpu}"]
+    env = {**os.environ, "PATH": f"{BIN}:{tools}"}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "slurm.gpu_partition: no partition 'gpu' on this cluster (sinfo); partitions: debug"
+    assert sorted(p.name for p in results.iterdir()) == ["config.yaml"]

@@ -13,6 +13,7 @@ from graft.cli import main
 from graft.config import config_from_dict, load_config
 from graft.errors import ConfigError
 from graft.planning.plan import checkpoint_steps, describe, main_cells, training_cells
+from graft.planning.site import rule_resources
 
 CONFIGS = ("config/config.yaml", "config/smoke.yaml", "config/paper.yaml", "config/examples/own-pair.yaml")
 
@@ -169,11 +170,10 @@ def test_main_cells_pick_every_seed_of_the_cells_they_name_and_refuse_an_unknown
         main_cells(config_from_dict(raw), every)
 
 
-def test_paper_scale_matches_the_slurm_profile():
+def test_paper_scale_matches_the_slurm_resources():
     """One process per GPU: the training job's GPUs per node are the processes torchrun starts on it."""
     cfg = load_config("config/paper.yaml")
-    profile = yaml.safe_load(Path("workflow/profiles/slurm/config.yaml").read_text())
-    train = profile["set-resources"]["train"]
+    train = rule_resources(cfg, "train")
     assert train["gres"] == f"gpu:h200:{cfg.scale.processes}" and train["tasks_per_gpu"] == 0
     assert cfg.scale.rollout == "vllm" and cfg.scale.gradient_checkpointing
     assert cfg.train.micro_batch_tokens >= cfg.train.max_prompt_tokens + cfg.train.max_response_tokens

@@ -1,0 +1,181 @@
+"""The Slurm site (graft/planning/site.py, graft/planning/preflight.py): each rule's resources from the config's
+slurm section, the warning's lead per training cell, and the check of recorded sinfo and scontrol output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from graft.config import config_from_dict, load_config
+from graft.planning.disk import checkpoint_bytes, resume_bytes
+from graft.planning.job_lengths import job_kinds
+from graft.planning.plan import base_evaluations, checkpoint_steps, training_cells
+from graft.planning.preflight import site_check
+from graft.planning.site import (
+    GPU_RULES,
+    parse_proctrack,
+    parse_sinfo,
+    parse_time_limit,
+    proctrack_warning,
+    rule_resources,
+    site_problems,
+    stop_lead_seconds,
+)
+
+PAPER = Path("config/paper.yaml")
+
+# sinfo -h -a -o "%P|%l|%G" on a site whose H200s' GRES type is nvidia_h200: one line per partition and kind of node
+SINFO = """\
+gpu*|3-00:00:00|gpu:nvidia_h200:8(S:0-1)
+gpu*|3-00:00:00|gpu:nvidia_h200:4(S:0),shard:4
+short|4:00:00|gpu:nvidia_h200:8(S:0-1)
+cpu|7-00:00:00|(null)
+"""
+# CI's one-node cluster (.ci/slurm_cluster.sh): one default partition, no limit, no GPUs
+SINFO_CI = "debug*|infinite|(null)\n"
+SCONTROL = """\
+Configuration data as of 2026-12-01T10:00:00
+AccountingStorageType   = accounting_storage/slurmdbd
+PreemptType             = preempt/partition_prio
+ProctrackType           = {}
+SchedulerType           = sched/backfill
+"""
+
+
+def paper(**slurm) -> object:
+    raw = yaml.safe_load(PAPER.read_text())
+    raw["slurm"] = {**raw["slurm"], **slurm}
+    return config_from_dict(raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"),
+    [("3-00:00:00", 72), ("1-12:30:00", 36.5), ("4:00:00", 4), ("30:00", 0.5), ("90", 1.5), ("infinite", None)],
+)
+def test_slurm_time_limits_read_as_hours(text, hours):
+    assert parse_time_limit(text) == hours
+
+
+def test_sinfo_gives_each_partition_its_limit_default_and_gpu_types():
+    parts = parse_sinfo(SINFO)
+    assert sorted(parts) == ["cpu", "gpu", "short"]
+    assert parts["gpu"].default and not parts["short"].default
+    assert parts["gpu"].max_hours == 72 and parts["short"].max_hours == 4 and parts["cpu"].max_hours == 168
+    assert parts["gpu"].gpu_types == {"nvidia_h200"} and parts["gpu"].gpus
+    assert not parts["cpu"].gpus and not parse_sinfo(SINFO_CI)["debug"].gpus
+
+
+def test_a_site_whose_gres_type_has_another_name_is_told_its_types():
+    assert site_problems(paper(), parse_sinfo(SINFO)) == [
+        "slurm.gpu_type: 'h200' is no GPU GRES type of partition 'gpu'; its types: nvidia_h200"
+    ]
+    assert site_problems(paper(gpu_type="nvidia_h200"), parse_sinfo(SINFO)) == []
+    assert site_problems(paper(gpu_type=None, cpu_partition="cpu"), parse_sinfo(SINFO)) == []
+
+
+@pytest.mark.parametrize(
+    ("slurm", "problem"),
+    [
+        (
+            {"gpu_partition": "short"},
+            "slurm.max_runtime_hours: train jobs ask for 72 h, more than partition 'short' allows (MaxTime 4 h); "
+            "set slurm.max_runtime_hours: 4",
+        ),
+        (
+            {"gpu_partition": "cpu"},
+            "slurm.gpus: partition 'cpu' has no GPUs (no gpu GRES in sinfo -o %G); set slurm.gpu_partition to a "
+            "partition with GPUs",
+        ),
+        ({"gpu_partition": "h200"}, "slurm.gpu_partition: no partition 'h200' on this cluster (sinfo); partitions: "),
+        ({"cpu_partition": "batch"}, "slurm.cpu_partition: no partition 'batch' on this cluster (sinfo); partitions: "),
+    ],
+)
+def test_each_missing_partition_time_limit_or_gpu_is_one_line(slurm, problem):
+    problems = site_problems(paper(gpu_type="nvidia_h200", **slurm), parse_sinfo(SINFO))
+    assert len(problems) == 1 and problems[0].startswith(problem) and "\n" not in problems[0]
+
+
+def test_the_ci_cluster_passes_and_an_empty_sinfo_is_one_line():
+    smoke = load_config("config/smoke.yaml")
+    assert site_problems(smoke, parse_sinfo(SINFO_CI)) == []
+    assert site_problems(smoke, parse_sinfo(""))[0].startswith("slurm: sinfo lists no partition")
+
+
+def test_only_proctrack_pgid_keeps_the_warning_from_the_trainers():
+    for kind in ("proctrack/cgroup", "proctrack/linuxproc"):
+        assert parse_proctrack(SCONTROL.format(kind)) == kind and proctrack_warning(kind) is None
+    assert "reaches no trainer" in proctrack_warning(parse_proctrack(SCONTROL.format("proctrack/pgid")))
+
+
+def test_jobs_longer_than_their_limit_are_refused_before_any_is_submitted():
+    """Training chains through the retries (a warned job saves, its retry resumes); evaluation does not."""
+    recorded = {"sinfo": SINFO, "scontrol": SCONTROL.format("proctrack/pgid")}
+
+    def check(cfg, jobs_per_run):
+        cells, steps = training_cells(cfg), checkpoint_steps(cfg)
+        kinds = job_kinds(cfg, cells, steps, base_evaluations(cfg))
+        return site_check(cfg, kinds, jobs_per_run, run=lambda command: recorded[command[0]])
+
+    problems, warnings = check(paper(gpu_type="nvidia_h200"), 3)
+    assert problems == [] and len(warnings) == 1
+    problems, _ = check(paper(gpu_type="nvidia_h200", max_runtime_hours=10, evaluation_hours=4), 3)
+    assert [p.split(" jobs take")[0] for p in problems] == ["evaluate_checkpoints", "reevaluate_selected"]
+    assert problems[0] == (
+        "evaluate_checkpoints jobs take up to 5.9 h (graft plan), more than their time limit of 4 h "
+        "(slurm.evaluation_hours); shorten them with workflow.eval_checkpoints_per_job"
+    )
+    problems, _ = check(paper(gpu_type="nvidia_h200", max_runtime_hours=10), 1)
+    assert problems == [
+        "train jobs take up to 16.7 h (graft plan), more than their time limit of 10 h (slurm.max_runtime_hours); "
+        "shorten them with train.checkpoint_minutes (a job killed at its limit resumes from its last checkpoint "
+        "when retried)"
+    ]
+
+
+def test_every_rule_takes_the_site_from_the_slurm_section():
+    cfg = paper(gpu_partition="gpu", cpu_partition="cpu", account="lab", qos="high", constraint="h200_141gb")
+    train = rule_resources(cfg, "train")
+    assert train == {
+        "slurm_partition": "gpu",
+        "slurm_account": "lab",
+        "qos": "high",
+        "constraint": "h200_141gb",
+        "runtime": 72 * 60,
+        "tasks_per_gpu": 0,
+        "gres": "gpu:h200:4",
+    }
+    evaluation = {k: v for k, v in train.items() if k != "gres"} | {"runtime": 12 * 60, "gpu": 1, "gpu_model": "h200"}
+    assert all(rule_resources(cfg, rule) == evaluation for rule in GPU_RULES[1:])
+    assert rule_resources(cfg, "report") == {"slurm_partition": "cpu", "slurm_account": "lab", "qos": "high"}
+    untyped = paper(gpu_type=None, max_runtime_hours=48, evaluation_hours=60)
+    assert rule_resources(untyped, "train")["gres"] == "gpu:4" and "gpu_model" not in rule_resources(
+        untyped, "evaluate_base"
+    )
+    assert rule_resources(untyped, "evaluate_base")["runtime"] == 48 * 60  # never more than the site allows
+    smoke = load_config("config/smoke.yaml")
+    assert all(rule_resources(smoke, rule) == {} for rule in [*GPU_RULES, "report"])  # the profile's stay
+
+
+# The paper's Table 5: seconds per step measured (GPU-hours x 3,600 / 4 GPUs / 174 steps)
+TABLE5_STEP_S = {
+    ("grpo_n32", ("smollm3",)): 515,
+    ("grpo_n32", ("qwen3",)): 236,
+    ("grpo_n8_ds", ("smollm3",)): 209,
+    ("grpo_n8_ds", ("qwen3",)): 142,
+    ("graft", ("smollm3", "qwen3")): 224,
+    ("hacpo", ("smollm3", "qwen3")): 244,
+    ("sgt", ("smollm3", "qwen3")): 275,
+}
+
+
+def test_the_warning_covers_the_papers_measured_step_and_a_save():
+    cfg = paper()
+    for (method, models), step in TABLE5_STEP_S.items():
+        lead = stop_lead_seconds(cfg, method, models)
+        saved = sum(checkpoint_bytes(cfg, m) + resume_bytes(cfg, m) for m in models)
+        assert lead % 60 == 0 and lead >= step + saved / (cfg.slurm.save_gb_per_s * 1e9), (method, models, lead)
+    assert stop_lead_seconds(cfg, "grpo_n32", ("smollm3",)) > stop_lead_seconds(cfg, "grpo_n8", ("smollm3",))
+    assert stop_lead_seconds(cfg, "grpo_n8_ds", ("qwen3",)) > stop_lead_seconds(cfg, "grpo_n8", ("qwen3",))
+    assert stop_lead_seconds(load_config("config/smoke.yaml"), "grpo_n8", ("smol",)) is None
