@@ -661,6 +661,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _what_was_saved(args: argparse.Namespace) -> str:
+    """For an interrupted ``graft train``: the checkpoint a resume continues from. Every file is written beside its
+    target and renamed, so what an interrupt leaves is consistent; other commands redo only what they had not
+    finished when rerun."""
+    if args.command != "train":
+        return ""
+    from graft.train.run_state import newest_resumable
+
+    newest = newest_resumable(RunDir(args.out), [m.strip() for m in args.models.split(",") if m.strip()])
+    if newest is None:
+        return f"; {str(args.out)!r} holds no resumable checkpoint yet: --resume starts it over"
+    return f"; {str(args.out)!r}: rerun with --resume to continue from its checkpoint {newest.name}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -674,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"graft: interrupted{_what_was_saved(args)}", file=sys.stderr)
+        return 130
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise

@@ -12,6 +12,7 @@ import logging
 import math
 import multiprocessing
 import re
+import signal
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -140,6 +141,8 @@ def _math_worker(item: tuple[str, str, int]) -> float:
 def _quiet_worker() -> None:
     # math-verify logs the whole input on every timeout; the Grader counts them instead.
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    # Ctrl-C reaches the whole terminal's process group: the parent says what it saved, the workers say nothing
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass

@@ -127,12 +127,19 @@ def _steps_done(run: RunDir) -> int:
     return len(steps)
 
 
-def _resumable(run: RunDir, models: list[str]) -> bool:
-    """Whether some checkpoint still holds the state a resume needs (its integrity is checked on resume)."""
-    return any(
-        (ckpt / "state.json").is_file() and all(any(p.exists() for p in resume_state(ckpt, m)) for m in models)
+def newest_resumable(run: RunDir, models: list[str]):
+    """The newest checkpoint that still holds the state a resume needs, None when none does (its integrity is
+    checked on resume)."""
+    found = [
+        ckpt
         for ckpt in run.saved_checkpoints()
-    )
+        if (ckpt / "state.json").is_file() and all(any(p.exists() for p in resume_state(ckpt, m)) for m in models)
+    ]
+    return found[-1] if found else None
+
+
+def _resumable(run: RunDir, models: list[str]) -> bool:
+    return newest_resumable(run, models) is not None
 
 
 def describe(run: RunDir, old: dict | None, steps: int) -> str:
@@ -171,7 +178,13 @@ def plan_out(run: RunDir, identity: dict, steps: int, resume: bool, overwrite: b
         )
     finished = finished_steps(run)
     if finished is None:
-        return OutPlan("resume")
+        done = _steps_done(run)
+        if done > steps and not overwrite:
+            raise ConfigError(
+                f"--resume: {root!r} holds a run that has done {done} steps, more than the {steps} asked; "
+                f"--overwrite replaces it with a run of {steps} steps"
+            )
+        return OutPlan("replace" if done > steps else "resume")
     if finished < steps and _resumable(run, identity["models"]):
         return OutPlan("resume", extend_from=finished)
     if overwrite:  # Snakemake reruns a finished cell only when forced or its output is stale

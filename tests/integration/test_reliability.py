@@ -137,6 +137,30 @@ def test_two_concurrent_trainers_on_one_directory(forced_world, tmp_path):
     assert rows == [(s, m) for s in range(steps) for m in "AB"]  # no interleaved or duplicated rows
 
 
+def test_ctrl_c_ends_training_with_one_line_naming_the_checkpoint_to_resume_from(forced_world, tmp_path):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it (the grading workers too), once the run
+    has a checkpoint: no traceback from any process, one line naming the checkpoint, and --resume finishes."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "graft.cli", "train", "--config", str(forced_world["config"]), "--method", "graft"]
+    cmd += ["--models", "A,B", "--seed", "0", "--out", str(out), "--threads", "1"]
+    first = subprocess.Popen([*cmd, "--steps", "20"], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (out / "checkpoints" / "step_00002" / "manifest.json").is_file():
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else ""
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGINT)
+    err = first.communicate(timeout=300)[1]
+    assert first.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert (
+        last.startswith("graft: interrupted; ") and "rerun with --resume to continue from its checkpoint step_" in last
+    )
+    again = subprocess.run([*cmd, "--steps", "20", "--resume"], stderr=subprocess.PIPE, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert (out / "done.json").is_file()
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(forced_world, tmp_path_factory):
     out = tmp_path_factory.mktemp("whole") / "run"

@@ -88,6 +88,13 @@ def test_more_steps_continue_a_finished_run_from_its_resume_state_or_are_refused
     assert plan_out(pruned, IDENTITY, 5, resume=True, overwrite=True).action == "replace"
 
 
+def test_fewer_steps_than_an_unfinished_run_has_done_are_refused(tmp_path):
+    run = make_run(tmp_path / "run", steps_done=6, resumable=(6,))
+    with pytest.raises(ConfigError, match="has done 6 steps, more than the 4 asked"):
+        plan_out(run, IDENTITY, 4, resume=True, overwrite=False)
+    assert plan_out(run, IDENTITY, 4, resume=True, overwrite=True).action == "replace"
+
+
 def test_fewer_steps_than_a_finished_run_are_refused(tmp_path):
     run = make_run(tmp_path / "run", finished=3, resumable=(3,))
     with pytest.raises(ConfigError, match="finished at 3 steps, more than the 2 asked"):
