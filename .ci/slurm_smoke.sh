@@ -46,9 +46,11 @@ rerun_after_kill() {
 }
 
 # A killed job, then a killed workflow, on a copy of the Slurm run's tree with one GRAFT cell and
-# everything downstream of it removed (so only that part is rerun, not the whole workflow a third time): scancel
-# its training job mid-run, let Snakemake stop on the failure, unlock and rerun; the outputs must equal the local
-# run's all the same. cp -a keeps the mtimes Snakemake compares.
+# everything downstream of it removed (so only that part is rerun, not the whole workflow a third time): SIGKILL
+# its training job mid-run (as a node failure or an OOM kill leaves it: no save, the run lock left behind), rewrite
+# the lock as another host's holding that Slurm job (the retry of a failed node's job runs elsewhere), let
+# Snakemake stop on the failure, unlock and rerun: the retry takes the lock over (Slurm says the job is over) and
+# resumes, and the outputs must equal the local run's all the same. cp -a keeps the mtimes Snakemake compares.
 killed_results="$scratch/slurm_killed"
 echo "[slurm smoke] $SECONDS s: a killed job and a killed workflow"
 cp -a "$slurm_results" "$killed_results"
@@ -57,11 +59,19 @@ snakemake all --profile workflow/profiles/slurm-ci --config results="$killed_res
 workflow=$!
 job=$(running_job train)
 [ -n "$job" ] || { echo "no running training job to cancel"; tail -30 "$scratch/killed.log"; exit 1; }
+run_dir="$killed_results/runs/graft/P1/seed0"
+for _ in $(seq 600); do [ -f "$run_dir/.lock" ] && break; sleep 0.2; done
 sleep 2
-scancel "$job"
-echo "cancelled Slurm job $job mid-run"
-sleep 5
+scancel --signal=KILL --full "$job"
+echo "killed Slurm job $job mid-run (SIGKILL)"
+for _ in $(seq 300); do [ -z "$(squeue -h -j "$job" -t R,CG 2>/dev/null)" ] && break; sleep 0.2; done
+[ -f "$run_dir/.lock" ] || { echo "the killed trainer left no run lock"; exit 1; }
+printf '{"host": "node-gone", "pid": 4242, "slurm_job": "%s", "started": "2026-01-01T00:00:00+00:00"}\n' "$job" \
+    >"$run_dir/.lock"
 rerun_after_kill "$workflow" "$killed_results" "$scratch/rerun.log"
+grep -q "taking over the run lock of node-gone" "$killed_results/logs/train/graft/P1/seed0.log" || {
+    echo "the retry did not take over the dead job's lock"; tail -20 "$killed_results/logs/train/graft/P1/seed0.log"
+    exit 1; }
 python3 tests/helpers/compare_results.py "$local_results" "$killed_results"
 
 # A killed evaluation job: on a copy of the Slurm run's tree with one co-training cell's evaluations removed (and
