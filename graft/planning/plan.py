@@ -7,13 +7,21 @@ asks this module for the list, and ``graft plan`` prints it with an estimate of 
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig, model_groups
 from graft.errors import ConfigError
 from graft.methods import get_method, group_problem
-from graft.planning.disk import cells_in_flight, disk_lines, disk_use, evaluation_bytes, peak_bytes
+from graft.planning.disk import (
+    cells_in_flight,
+    disk_lines,
+    disk_use,
+    evaluation_bytes,
+    peak_bytes,
+    resume_bytes,
+)
 from graft.planning.job_lengths import job_kinds, job_lines, profile_runtimes
 from graft.planning.memory import (
     DTYPE_BYTES,
@@ -145,16 +153,56 @@ def peak_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     def tb(value: float | None) -> str:
         return "?" if value is None else f"{value / 1e12:,.2f} TB"
 
-    every = peak_bytes(footprints, base, len(cells))
+    peak = every = peak_bytes(footprints, base, len(cells))
     lines = [f"  peak: {tb(every)} with all {len(cells)} cells in flight (trained, not yet pruned)"]
     budget = cfg.workflow.disk_budget_gb
     if budget is not None and not cfg.workflow.keep_checkpoints:
         k, _ = disk_turns(cfg, cells)
+        peak = peak_bytes(footprints, base, k)
         lines.append(
-            f"  peak under workflow.disk_budget_gb ({budget:,g} GB): {tb(peak_bytes(footprints, base, k))}, with at "
-            f"most {k} cells in flight: each cell starts training once the cell {k} places before it is pruned"
+            f"  peak under workflow.disk_budget_gb ({budget:,g} GB): {tb(peak)}, with at most {k} cells in flight: "
+            f"each cell starts training once the cell {k} places before it is pruned"
         )
-    return lines
+    free = free_bytes(cfg.results)
+    if free is not None and peak is not None and peak > free:
+        lines.append(
+            f"  warning: {cfg.results} has {tb(free)} free, less than the peak; point results: at scratch storage, "
+            "or set workflow.disk_budget_gb below its free space"
+        )
+    elif free is not None:
+        lines.append(f"  {cfg.results}: {tb(free)} free")
+    return [*lines, *resume_write_lines(cfg, cells)]
+
+
+def free_bytes(results: str) -> float | None:
+    """Free space on the file system that holds (or will hold) ``results``: its nearest existing directory's."""
+    path = Path(results).resolve()
+    while not path.exists():
+        path = path.parent
+    try:
+        return float(shutil.disk_usage(path).free)
+    except OSError:
+        return None
+
+
+def resume_write_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
+    """How much resume state a training job writes an hour, and how long each save takes, for the largest cell."""
+    sizes = [sum(resume_bytes(cfg, m) or 0.0 for m in c.models) for c in cells]
+    if not sizes or not max(sizes):
+        return []
+    largest, bandwidth = max(sizes), cfg.slurm.save_gb_per_s
+    seconds = largest / (bandwidth * GB)
+    minutes = cfg.train.checkpoint_minutes
+    if minutes is None:
+        when = f"with every checkpoint (train.checkpoint_every: {cfg.train.checkpoint_every} steps)"
+        rate = ""
+    else:
+        when = f"every {minutes:g} minutes (train.checkpoint_minutes), on a stop signal and at the last step"
+        rate = f"; {largest * 60 / minutes / GB:,.0f} GB an hour"
+    return [
+        f"  resume state (float32 weights and AdamW moments): {largest / GB:,.1f} GB a save for the largest cell, "
+        f"written {when}{rate}; {seconds:,.0f} s a save at slurm.save_gb_per_s {bandwidth:g} GB/s"
+    ]
 
 
 def only_methods(cells: list[TrainingCell], methods: list[str]) -> list[TrainingCell]:

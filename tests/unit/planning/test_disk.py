@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from graft.config import ModelSizes, load_config
-from graft.planning.disk import disk_use
-from graft.planning.plan import TrainingCell, describe
+from graft.errors import ConfigError
+from graft.planning.disk import cells_in_flight, disk_use, peak_bytes
+from graft.planning.plan import TrainingCell, describe, disk_order, disk_turns, training_cells
 
 PAPER = Path("config/paper.yaml")
 
@@ -74,3 +77,45 @@ def test_the_paper_config_plans_16_tb_of_checkpoints_and_keeps_under_2_tb():
     assert rows["checkpoints"] == ["452.7", "1,354.1", "15,797.4"]
     assert rows["resume state"] == ["226.4", "0.0", "5,416.3"]
     assert rows["total"] == ["687.9", "1,792.7", "21,652.4"]
+
+
+def test_the_peak_counts_the_cells_in_flight_beyond_what_every_cell_keeps():
+    # (while it runs, kept) per cell, in bytes; 10 of base evaluations
+    footprints = [(100.0, 10.0), (300.0, 20.0), (200.0, 30.0)]
+    assert peak_bytes(footprints, 10.0, 1) == 280 + 60 + 10  # the cell holding most beyond its kept: 300 - 20
+    assert peak_bytes(footprints, 10.0, 2) == 280 + 170 + 60 + 10
+    assert peak_bytes(footprints, 10.0, 3) == 600 + 10  # every cell in flight: all it holds while it runs
+    assert peak_bytes([(None, 1.0)], 0.0, 1) is None
+
+
+def test_a_budget_admits_the_most_cells_that_fit_and_refuses_one_below_a_single_cell(tmp_path):
+    footprints = [(100e9, 10e9), (300e9, 20e9), (200e9, 30e9)]
+    cfg = lambda budget, keep=False: dataclasses.replace(  # noqa: E731
+        tiny_config(tmp_path),
+        workflow=dataclasses.replace(tiny_config(tmp_path).workflow, disk_budget_gb=budget, keep_checkpoints=keep),
+    )
+    assert cells_in_flight(cfg(None), footprints, 0.0) == 3
+    assert cells_in_flight(cfg(340), footprints, 0.0) == 1
+    assert cells_in_flight(cfg(510), footprints, 0.0) == 2
+    with pytest.raises(ConfigError, match=r"workflow.disk_budget_gb: 300 GB is less than the 340.0 GB"):
+        cells_in_flight(cfg(300), footprints, 0.0)
+    with pytest.raises(ConfigError, match=r"workflow\.keep_checkpoints: true"):
+        cells_in_flight(cfg(500, keep=True), footprints, 0.0)
+
+
+def test_cells_wait_only_on_cells_before_them_in_the_disk_order():
+    """On the paper config every replay cell comes after the GRPO run it reads, and with a budget each cell waits
+    for the cell k places before it: no cell waits, through any chain, on itself."""
+    cfg = load_config(PAPER)
+    cfg = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, disk_budget_gb=5000))
+    cells = training_cells(cfg)
+    order = disk_order(cfg, cells)
+    assert sorted(order, key=id) == sorted(cells, key=id) and len(order) == len(cells)
+    position = {c: i for i, c in enumerate(order)}
+    for c in order:
+        if c.peer is not None:
+            source = next(s for s in cells if s.method == "grpo_n8" and (s.cell, s.seed) == (c.peer, c.seed))
+            assert position[source] < position[c]
+    k, turns = disk_turns(cfg, cells)
+    assert k == 5 and len(turns) == len(cells) - k
+    assert all(position[waited] == position[c] - k for c, waited in turns.items())
