@@ -166,7 +166,7 @@ def peak_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     free = free_bytes(cfg.results)
     if free is not None and peak is not None and peak > free:
         lines.append(
-            f"  warning: {cfg.results} has {tb(free)} free, less than the peak; point results: at scratch storage, "
+            f"  {cfg.results}: {tb(free)} free, LESS than the peak; point results: at scratch storage, "
             "or set workflow.disk_budget_gb below its free space"
         )
     elif free is not None:
