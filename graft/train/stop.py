@@ -1,7 +1,8 @@
 """Stopping a training run on a signal with its work saved (docs/design.md section 8).
 
 Slurm asks a job to stop in two ways: the warning the Slurm profiles request before a training job's time limit
-(``--signal=URG@600``: SIGURG to every process of the job's steps) and SIGTERM, which preemption sends (and the
+(``--signal=URG@<lead>``, a lead covering the cell's longest step and a save, graft.planning.site: SIGURG to
+every process of the job's steps) and SIGTERM, which preemption sends (and the
 time limit, shortly before SIGKILL). SIGURG is chosen because every process that does not ask for it ignores it
 by default: the shells, Snakemake, torchrun, the grading pool and vLLM's engine processes between Slurm and the
 trainers keep running, whereas SIGUSR1 would kill them. While a run trains, both signals only set a flag; the
