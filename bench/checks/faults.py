@@ -233,7 +233,11 @@ class Campaign:
             shutil.copytree(self.ref_dir, out)
             newest = sorted((out / "checkpoints").iterdir())[-1]
             damage(newest)
+            # as a run killed after its last checkpoint: not yet recorded as finished (graft.train.run_state)
             (out / "done.json").unlink()
+            record = json.loads((out / "run.json").read_text())
+            record.pop("finished", None)
+            (out / "run.json").write_text(json.dumps(record))
             code, err = self.finish(self.start(self.command(out, "--resume")))
             if code is None:
                 outcomes.append("hung")
