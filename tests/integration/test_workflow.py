@@ -241,10 +241,10 @@ def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
     assert job_counts(out) == {"train": 1}
     smk(smoke, str(target), "--forcerun", str(target))
     assert target.stat().st_mtime > before
-    # trained again from its first step (a finished run keeps no resume state), so what reads it is redone next,
-    # and no other cell
+    # the finished run replaced (the rule's --resume --overwrite) and trained again from its first step, so what
+    # reads it is redone next, and no other cell
     log = smoke / "logs" / "train" / "graft_no_gate" / "P1" / "seed0.log"
-    assert "resume: no intact checkpoint; starting over" in log.read_text()
+    assert "--overwrite: replacing the run in" in log.read_text()
     downstream = {"evaluate_checkpoints": 1, "collect_evaluations": 1, "reevaluate_selected": 1, "prune_checkpoints": 1}
     assert job_counts(smk(smoke, "all", "--dry-run")) == {**downstream, "report": 1, "all": 1}
     smk(smoke, "all")  # the shared tree complete again for the tests that follow
