@@ -46,6 +46,11 @@ if CFG.workflow.fetch_on_submit_host and not TOY:
         fetch_dataset,
 
 
+# What a person reads before submitting (a dry run included): jobs and GPU-hours per rule, and the disk's peak.
+if workflow.is_main_process and not TOY:
+    print(summary(CFG, list(CELLS.values())), file=sys.stderr)
+
+
 onstart:
     if workflow.executor_plugin.name == "slurm" and (
         problem := slurm_site_problem()

@@ -16,6 +16,7 @@ from graft.planning.plan import (
     checkpoint_steps,
     disk_turns,
     main_cells,
+    summary,
     training_cells,
 )
 from graft.planning.preflight import environment_problem, site_check, slurm_problem

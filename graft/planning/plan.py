@@ -354,6 +354,16 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def summary(cfg: RunConfig, cells: list[TrainingCell]) -> str:
+    """What a person reads before submitting, which the workflow prints when it starts (a dry run included): each
+    rule's jobs with their GPU-hours, and the disk's peak. ``graft plan`` prints the whole plan."""
+    kinds = job_kinds(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg))
+    lines = [f"graft: {len(cells)} training cells; graft plan --config <config> prints the whole plan"]
+    lines += job_lines(kinds, *rule_limits(cfg, kinds, None))
+    lines += [line for line in peak_lines(cfg, cells) if "peak" in line or "free" in line]
+    return "\n".join(lines)
+
+
 def rule_limits(cfg: RunConfig, kinds, profile: Path | None) -> tuple[dict[str, float] | None, str | None]:
     """Each rule's time limit in hours, as Snakemake sets it: the profile's ``set-resources`` over the config's
     ``slurm`` section (graft.planning.site) over the profile's ``default-resources`` (``"*"``); and where they come
