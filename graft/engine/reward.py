@@ -133,6 +133,24 @@ def math_reward(response: str, gold: str, timeout: int = 5) -> float:
         return 0.0
 
 
+def gold_problem(gold: str, kind: Literal["toy", "math"], timeout: int = 5) -> str | None:
+    """Why the grader of ``kind`` could never reward an answer to ``gold``, or None: the toy grader compares
+    integers, and ``math_reward`` scores 0 when math-verify parses nothing from the boxed gold."""
+    if kind == "toy":
+        try:
+            int(gold)
+        except ValueError:
+            return "is not an integer (the toy grader compares integers)"
+        return None
+    from math_verify import parse
+
+    try:
+        parsed = parse(f"{BOXED}{{{gold}}}", parsing_timeout=timeout)
+    except Exception:  # math-verify raises on timeouts and on malformed input, as math_reward counts them
+        parsed = None
+    return None if parsed else "is not an answer math-verify parses (every response to it would score 0)"
+
+
 def _math_worker(item: tuple[str, str, int]) -> float:
     return math_reward(*item)
 
