@@ -8,6 +8,7 @@ and never raises out of a training step.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import multiprocessing
@@ -133,6 +134,7 @@ def math_reward(response: str, gold: str, timeout: int = 5) -> float:
         return 0.0
 
 
+@functools.cache  # an evaluation job reads the same benchmarks for every checkpoint (about 5 ms an answer)
 def gold_problem(gold: str, kind: Literal["toy", "math"], timeout: int = 5) -> str | None:
     """Why the grader of ``kind`` could never reward an answer to ``gold``, or None: the toy grader compares
     integers, and ``math_reward`` scores 0 when math-verify parses nothing from the boxed gold."""
