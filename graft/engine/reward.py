@@ -134,8 +134,12 @@ def math_reward(response: str, gold: str, timeout: int = 5) -> float:
         return 0.0
 
 
-@functools.cache  # an evaluation job reads the same benchmarks for every checkpoint (about 5 ms an answer)
-def gold_problem(gold: str, kind: Literal["toy", "math"], timeout: int = 5) -> str | None:
+GOLD_PARSE_SECONDS = 5
+"""math-verify's parsing timeout for a gold answer read at load (a reference answer parses in milliseconds)."""
+
+
+@functools.cache  # an evaluation job reads the same benchmarks for every checkpoint (5-15 ms an answer)
+def gold_problem(gold: str, kind: Literal["toy", "math"]) -> str | None:
     """Why the grader of ``kind`` could never reward an answer to ``gold``, or None: the toy grader compares
     integers, and ``math_reward`` scores 0 when math-verify parses nothing from the boxed gold."""
     if kind == "toy":
@@ -147,8 +151,8 @@ def gold_problem(gold: str, kind: Literal["toy", "math"], timeout: int = 5) -> s
     from math_verify import parse
 
     try:
-        parsed = parse(f"{BOXED}{{{gold}}}", parsing_timeout=timeout)
-    except Exception:  # math-verify raises on timeouts and on malformed input, as math_reward counts them
+        parsed = parse(f"{BOXED}{{{gold}}}", parsing_timeout=GOLD_PARSE_SECONDS)
+    except Exception:  # math-verify raises on timeouts and on malformed input, which math_reward scores 0
         parsed = None
     return None if parsed else "is not an answer math-verify parses (every response to it would score 0)"
 
