@@ -163,10 +163,20 @@ def _training_run(path: Path) -> RunDir:
     return run
 
 
+def _run_models(run: RunDir) -> list[str]:
+    """The models a training run trained, from its run.json; one that is not readable is refused in one line."""
+    try:
+        models = json.loads(run.run_json.read_bytes().decode("utf-8"))["models"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        models = None
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise ConfigError(f"--run: {str(run.run_json)!r} is not a run record with a list of 'models'")
+    return models
+
+
 def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, Path]]:
     """(model, checkpoint, result file) for ``--checkpoint`` or for every checkpoint of ``--run``."""
-    from graft.engine.policy import check_model_dir
-    from graft.eval.evaluate import check_pruned, checkpoint_step, run_jobs
+    from graft.eval.evaluate import check_checkpoint, check_pruned, checkpoint_step, run_jobs
 
     if (args.checkpoint is None) == (args.run is None):
         raise ConfigError("evaluate: give either --checkpoint DIR with --model and --out, or --run DIR with --out-dir")
@@ -175,12 +185,18 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
             raise ConfigError("evaluate: --checkpoint needs --model and --out")
         if args.steps is not None:
             raise ConfigError("--steps: only with --run (a run's checkpoints by step)")
-        jobs = [(args.model, check_model_dir(args.checkpoint, "--checkpoint"), args.out)]
+        jobs = [(args.model, args.checkpoint, args.out)]
     else:
         if args.out_dir is None:
             raise ConfigError("--out-dir: required with --run")
         run = _training_run(args.run)
-        models = [args.model] if args.model else json.loads(run.run_json.read_text())["models"]
+        trained = _run_models(run)
+        if args.model is not None and args.model not in trained:
+            raise ConfigError(
+                f"--model: {args.model!r} is not a model of the run {str(args.run)!r}; its models (run.json): "
+                f"{', '.join(trained)}"
+            )
+        models = [args.model] if args.model else trained
         jobs = run_jobs(run, models, args.out_dir)
         for model in models:
             if not any(job[0] == model for job in jobs):
@@ -192,11 +208,15 @@ def _evaluation_jobs(args: argparse.Namespace, config) -> list[tuple[str, Path, 
                 have = ", ".join(map(str, sorted(saved)))
                 raise ConfigError(f"--steps: {str(args.run)!r} has no checkpoint of step {missing[0]}; it has {have}")
             jobs = [job for job in jobs if checkpoint_step(job[1]) in steps]
-        # a pruned checkpoint has no model left to check: graft.eval.evaluate.check_pruned checks its kept result
-        jobs = [(model, ckpt if is_pruned(ckpt) else check_model_dir(ckpt, "--run"), out) for model, ckpt, out in jobs]
     for model, _, _ in jobs:
         if model not in config.models:
             raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
+    what = "--checkpoint" if args.run is None else "--run"
+    # a pruned checkpoint has no model left to check: graft.eval.evaluate.check_pruned checks its kept result
+    jobs = [
+        (model, ckpt if is_pruned(ckpt) else check_checkpoint(config, model, ckpt, what), out)
+        for model, ckpt, out in jobs
+    ]
     if args.run is not None:
         for model, ckpt, _ in jobs:
             check_pruned(config, run, model, ckpt, args.seed)

@@ -21,6 +21,8 @@ temporary names start with a dot or end in ``.tmp`` and no reader here lists the
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -40,6 +42,10 @@ placed otherwise has none."""
 MANIFEST = "manifest.json"
 """A checkpoint's list of its files with their sizes and sha256, written last; it outlives the checkpoint's models
 when they are pruned, so that an evaluation kept beside the run can still be matched to what it evaluated."""
+
+RESUME_STATE = ("optimizer.pt", "sharded")
+"""What a checkpoint's model directory holds for a resume only (graft.train.checkpoint.resume_state): pruning
+removes it once the run is done, and evaluation does not read it."""
 
 _STEP = re.compile(r"step_(\d{5})(?:\.json|\.parquet)?")
 
@@ -105,6 +111,44 @@ def is_pruned(model_dir: str | Path) -> bool:
     its checkpoint's manifest present."""
     model_dir = Path(model_dir)
     return not model_dir.exists() and (model_dir.parent / MANIFEST).is_file()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def damage(ckpt: Path, model: str | None = None) -> str | None:
+    """What is wrong with a checkpoint against its manifest (first problem found), or None when intact. Files of
+    the resume state that pruning removed on purpose are not damage (a resume asks for those separately).
+    ``model``: only that model's directory as evaluation reads it, its resume state left out."""
+    try:
+        files = json.loads((ckpt / MANIFEST).read_text())["files"]
+        wanted = {name: (int(want["size"]), want["sha256"]) for name, want in files.items()}
+    except FileNotFoundError:
+        return f"no {MANIFEST}"
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return f"{MANIFEST} is unreadable"
+    for name, (size, sha256) in wanted.items():
+        parts = Path(name).parts
+        resume = len(parts) >= 2 and parts[1] in RESUME_STATE
+        if model is not None and (parts[0] != model or resume):
+            continue
+        path = ckpt / name
+        if not path.is_file():
+            if resume:
+                continue
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has {path.stat().st_size} bytes, the manifest says {size}"
+        if sha256_file(path) != sha256:
+            return f"{name} does not match its sha256"
+    if model is not None and not any(Path(name).parts[0] == model for name in wanted):
+        return f"{MANIFEST} lists no files of {model!r}"
+    return None
 
 
 def trajectory_file(directory: str | Path, step: int) -> Path:

@@ -14,8 +14,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from graft.data.problems import Problem, read_jsonl
+from graft.data.problems import Problem, check_gold, read_jsonl
 from graft.engine.reward import last_boxed
 from graft.errors import ConfigError
 from graft.results import atomic_path
@@ -67,13 +68,18 @@ def normalise(record: dict, line: int, where: str) -> Problem:
     return Problem(id=str(ident), problem=problem, answer=str(answer).strip())
 
 
-def load_benchmark(path: str | Path, what: str = "benchmark") -> list[Problem]:
-    """A local JSON Lines benchmark, normalised; bad files are refused with one line naming them."""
+def load_benchmark(
+    path: str | Path, what: str = "benchmark", reward: Literal["toy", "math"] | None = None
+) -> list[Problem]:
+    """A local JSON Lines benchmark, normalised; bad files are refused with one line naming them, and with
+    ``reward``, a gold answer that grader could never reward."""
     problems, seen = [], set()
     for number, record in read_jsonl(path, what):
         problem = normalise(record, number, f"{what}: {str(path)!r}")
         if problem.id in seen:
             raise ConfigError(f"{what}: {str(path)!r} line {number} repeats id {problem.id!r}")
+        if reward is not None:
+            check_gold(problem, reward, f"{what}: {str(path)!r} line {number}")
         seen.add(problem.id)
         problems.append(problem)
     if not problems:

@@ -178,7 +178,7 @@ def import_archive(
     if model not in config.models:
         raise ConfigError(f"--model: unknown model {model!r}; models: {', '.join(config.models)}")
     steps = read_dump(dump, fmt)
-    problems = load_problems(config.data.train, "data.train")
+    problems = load_problems(config.data.train, "data.train", config.reward.kind)
     index = ProblemIndex(problems)
     matched = {id(d): index.find(d.prompt) for records in steps.values() for d in records}
     total, hits = len(matched), sum(p is not None for p in matched.values())
@@ -263,7 +263,23 @@ def _step_records(
     )
 
 
+def read_manifest(archive: Path) -> dict | None:
+    """An imported archive's manifest, or None for an archive without one (a run's own trajectories); one that is
+    not UTF-8 JSON, or lacks its per-step entries, is refused with one line naming it."""
+    path = archive / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"--peer-archive: {str(path)!r} is not JSON ({err}); re-import the archive") from None
+    steps = manifest.get("steps") if isinstance(manifest, dict) else None
+    if not isinstance(steps, dict) or not all(isinstance(e, dict) for e in steps.values()):
+        raise ConfigError(f"--peer-archive: {str(path)!r} has no 'steps' object of per-step entries")
+    return manifest
+
+
 def follows_prompts(archive: Path) -> bool:
     """Whether replay of ``archive`` takes each step's batch from it (an imported archive)."""
-    path = archive / MANIFEST
-    return path.is_file() and bool(json.loads(path.read_text()).get("follow_prompts"))
+    manifest = read_manifest(archive)
+    return manifest is not None and bool(manifest.get("follow_prompts"))

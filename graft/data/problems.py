@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
 from graft import seeding
+from graft.engine.reward import gold_problem
 from graft.errors import ConfigError
 
 
@@ -20,13 +22,18 @@ class Problem:
 
 
 def read_jsonl(path: str | Path, what: str) -> list[tuple[int, dict]]:
-    """(line number, object) for every non-blank line of a JSON Lines file; a missing file, a line that is not
-    JSON or not an object is refused with one line naming it."""
+    """(line number, object) for every non-blank line of a JSON Lines file; a missing file, text that is not
+    UTF-8, a line that is not JSON or not an object is refused with one line naming it."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{what}: no such file {str(path)!r}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{what}: {str(path)!r} line {line} is not UTF-8 text (JSON Lines are UTF-8)") from None
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -39,8 +46,9 @@ def read_jsonl(path: str | Path, what: str) -> list[tuple[int, dict]]:
     return records
 
 
-def load_problems(path: str | Path, what: str = "data") -> list[Problem]:
-    """Read a JSON Lines prompt file; a missing file or a bad line is refused with one line naming it."""
+def load_problems(path: str | Path, what: str = "data", reward: Literal["toy", "math"] | None = None) -> list[Problem]:
+    """Read a JSON Lines prompt file; a missing file or a bad line is refused with one line naming it, and with
+    ``reward``, a gold answer that grader could never reward (``check_gold``)."""
     problems, seen = [], set()
     for number, record in read_jsonl(path, what):
         if not all(isinstance(record.get(k), str) for k in ("id", "problem")):
@@ -51,9 +59,19 @@ def load_problems(path: str | Path, what: str = "data") -> list[Problem]:
             raise ConfigError(f"{what}: {str(path)!r} line {number} repeats id {record['id']!r}")
         seen.add(record["id"])
         problems.append(Problem(record["id"], record["problem"], str(record["answer"])))
+        if reward is not None:
+            check_gold(problems[-1], reward, f"{what}: {str(path)!r} line {number}")
     if not problems:
         raise ConfigError(f"{what}: {str(path)!r} holds no problems")
     return problems
+
+
+def check_gold(problem: Problem, reward: Literal["toy", "math"], where: str) -> None:
+    """Refuse a problem whose gold answer the ``reward`` grader cannot read, so that no run scores 0 on it
+    unnoticed."""
+    why = gold_problem(problem.answer, reward)
+    if why:
+        raise ConfigError(f"{where} (id {problem.id!r}): gold answer {problem.answer!r} {why}")
 
 
 def batch_indices(step: int, batch_size: int, num_problems: int, seed: int) -> list[int]:

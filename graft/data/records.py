@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
@@ -151,21 +152,42 @@ def write_step(records: StepRecords, directory: str | Path) -> Path:
     return path
 
 
-def read_step(directory: str | Path, step: int) -> StepRecords:
-    """Read one step's records; a missing or corrupt file is refused with one line naming it."""
+def read_table(directory: str | Path, step: int) -> pa.Table:
+    """One step's records as a table of SCHEMA's columns, every page decoded; a missing or corrupt file, or one
+    lacking a column, is refused with one line naming it."""
     path = trajectory_file(directory, step)
     if not path.is_file():
         raise ConfigError(f"archive: no records for step {step} ({str(path)!r} is missing)")
     try:
         table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
+    except (pa.ArrowException, OSError) as err:
         raise ConfigError(
             f"archive: step {step}: {str(path)!r} is not a readable Parquet file ({type(err).__name__})"
         ) from None
     missing = [f.name for f in SCHEMA if f.name not in table.column_names]
     if missing:
         raise ConfigError(f"archive: {str(path)!r} lacks column {missing[0]!r}; expected {', '.join(SCHEMA.names)}")
-    rows = table.select(SCHEMA.names).to_pylist()
+    if table.num_rows == 0:
+        raise ConfigError(f"archive: {str(path)!r} holds no records")
+    return table.select(SCHEMA.names)
+
+
+def archive_prompt_ids(directory: str | Path, steps: int) -> list[list[str]]:
+    """The prompt ids of each of the first ``steps`` steps of an archive, in group order, every step's file read
+    whole: replay refuses a damaged archive before its first step rather than at the damaged one."""
+    ids = []
+    for step in range(steps):
+        table = read_table(directory, step)
+        order = pc.sort_indices(table, [("prompt_index", "ascending")])
+        column = table.column("prompt_id").take(order).to_pylist()
+        ids.append(list(dict.fromkeys(column)))
+    return ids
+
+
+def read_step(directory: str | Path, step: int) -> StepRecords:
+    """Read one step's records; a missing or corrupt file is refused with one line naming it."""
+    path = trajectory_file(directory, step)
+    rows = read_table(directory, step).to_pylist()
     groups = max(r["prompt_index"] for r in rows) + 1
     n = max(r["sample_index"] for r in rows) + 1
     if len(rows) != groups * n:

@@ -68,6 +68,8 @@ class Policy:
 TOKENIZER_VOCABULARIES = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("vocab.txt",))
 """The files any one of which (a pair for a slow BPE tokenizer) holds a tokenizer's vocabulary."""
 SAFETENSORS_INDEX = "model.safetensors.index.json"
+JSON_FILES = ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "vocab.json")
+"""The JSON files of a model directory that transformers parses, checked as JSON when present."""
 
 
 def check_model_dir(path: str | Path, what: str) -> Path:
@@ -85,11 +87,14 @@ def check_model_dir(path: str | Path, what: str) -> Path:
         raise lacks("tokenizer_config.json", "the tokenizer's settings and chat template")
     if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_VOCABULARIES):
         raise lacks("tokenizer.json", "the tokenizer's vocabulary; or tokenizer.model, vocab.json with merges.txt")
+    for name in JSON_FILES:
+        if (path / name).is_file():
+            read_json_object(path / name, what)
     index = path / SAFETENSORS_INDEX
     if index.is_file():
         try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (ValueError, KeyError, AttributeError):
+            shards = sorted(set(read_json_object(index, what)["weight_map"].values()))
+        except (KeyError, AttributeError, TypeError):
             raise ConfigError(f"{what}: {str(index)!r} is not a safetensors index (no weight_map)") from None
         missing = [shard for shard in shards if not (path / shard).is_file()]
         if missing:
@@ -105,6 +110,18 @@ def check_model_dir(path: str | Path, what: str) -> Path:
     return path
 
 
+def read_json_object(path: Path, what: str) -> dict:
+    """A model directory's JSON file as an object; text that is not UTF-8 JSON (a truncated or garbled copy) is
+    refused with one line naming the file."""
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{what}: {str(path)!r} is not JSON ({err}): a damaged download or copy") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{what}: {str(path)!r} is not a JSON object: a damaged download or copy")
+    return value
+
+
 def _safetensors_problem(path: Path) -> str | None:
     """What is wrong with a safetensors file's length, or None: it holds 8 bytes of header length, the JSON header,
     then the tensors' data up to the largest end offset the header gives."""
@@ -117,7 +134,11 @@ def _safetensors_problem(path: Path) -> str | None:
             header = None
     if not isinstance(header, dict):
         return "has no readable safetensors header"
-    expected = 8 + length + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    try:
+        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return "has a safetensors header without its tensors' data offsets"
+    expected = 8 + length + max(ends, default=0)
     return None if size == expected else f"is {size:,} bytes where its header says {expected:,}"
 
 

@@ -8,6 +8,7 @@ and never raises out of a training step.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import multiprocessing
@@ -132,6 +133,29 @@ def math_reward(response: str, gold: str, timeout: int = 5) -> float:
         return 1.0 if verify(gold_parsed, answer_parsed, timeout_seconds=timeout) else 0.0
     except Exception:  # math-verify raises on timeouts and on malformed input; both score 0
         return 0.0
+
+
+GOLD_PARSE_SECONDS = 5
+"""math-verify's parsing timeout for a gold answer read at load (a reference answer parses in milliseconds)."""
+
+
+@functools.cache  # an evaluation job reads the same benchmarks for every checkpoint (5-15 ms an answer)
+def gold_problem(gold: str, kind: Literal["toy", "math"]) -> str | None:
+    """Why the grader of ``kind`` could never reward an answer to ``gold``, or None: the toy grader compares
+    integers, and ``math_reward`` scores 0 when math-verify parses nothing from the boxed gold."""
+    if kind == "toy":
+        try:
+            int(gold)
+        except ValueError:
+            return "is not an integer (the toy grader compares integers)"
+        return None
+    from math_verify import parse
+
+    try:
+        parsed = parse(f"{BOXED}{{{gold}}}", parsing_timeout=GOLD_PARSE_SECONDS)
+    except Exception:  # math-verify raises on timeouts and on malformed input, which math_reward scores 0
+        parsed = None
+    return None if parsed else "is not an answer math-verify parses (every response to it would score 0)"
 
 
 def _math_worker(item: tuple[str, str, int]) -> float:

@@ -165,7 +165,7 @@ def complementarity(
         check_model_dir(config.models[name].path, f"models.{name}.path")
     problems, sets = [], []
     for file in files:
-        loaded = load_problems(file, "--data")[: prompts or None]
+        loaded = load_problems(file, "--data", config.reward.kind)[: prompts or None]
         problems += loaded
         sets += [file.stem] * len(loaded)
     policies = [load_policy(name, config.models[name]) for name in names]

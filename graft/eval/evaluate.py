@@ -19,7 +19,7 @@ from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
-from graft.results import MANIFEST, RunDir, eval_file, is_pruned, parse_step, step_name, write_text
+from graft.results import MANIFEST, RunDir, damage, eval_file, is_pruned, parse_step, step_name, write_text
 from graft.scores import mean_pass_at_k
 from graft.seeding import derive
 
@@ -116,9 +116,10 @@ def evaluate_to_file(
     from graft.data.benchmarks import load_benchmark
 
     spec = config.eval
-    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}") for name, path in spec.benchmarks.items()}
+    reward = config.reward.kind
+    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}", reward) for name, path in spec.benchmarks.items()}
     if spec.validation and validation:
-        sets["validation"] = load_benchmark(spec.validation, "eval.validation")
+        sets["validation"] = load_benchmark(spec.validation, "eval.validation", reward)
     max_tokens = config.eval_response_tokens()
     was_training = policy.model.training
     policy.model.eval()
@@ -142,6 +143,35 @@ def evaluate_to_file(
     result.update(model=policy.name, checkpoint=str(checkpoint), step=step)
     write_text(out, json.dumps(result) + "\n")
     return result
+
+
+ARCHITECTURE = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+"""The config.json fields that a checkpoint shares with the model it was trained from."""
+
+
+def check_checkpoint(config: RunConfig, model: str, checkpoint: Path, what: str) -> Path:
+    """Refuse, before anything is loaded, a checkpoint that is not whole (``check_model_dir``, and its files against
+    its checkpoint's manifest where it has one, as a resume checks them) or not one of ``model``: its config.json's
+    architecture and sizes differ from those of the config's ``models.<model>.path``."""
+    from graft.engine.policy import check_model_dir, read_json_object
+
+    check_model_dir(checkpoint, what)
+    manifest = checkpoint.parent / MANIFEST
+    if manifest.is_file():
+        problem = damage(checkpoint.parent, checkpoint.name)
+        if problem:
+            raise ConfigError(f"{what}: {str(checkpoint)!r} does not match {str(manifest)!r}: {problem}")
+    base = Path(config.models[model].path) / "config.json"
+    if base.is_file():
+        found = read_json_object(checkpoint / "config.json", what)
+        wanted = read_json_object(base, f"models.{model}.path")
+        for key in ARCHITECTURE:
+            if found.get(key) != wanted.get(key):
+                raise ConfigError(
+                    f"{what}: {str(checkpoint)!r} is not a checkpoint of model {model!r}: its config.json has {key} "
+                    f"{found.get(key)!r} where models.{model}.path's has {wanted.get(key)!r}"
+                )
+    return checkpoint
 
 
 def checkpoint_step(path: str | Path) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
-from graft.eval.evaluate import Evaluator, evaluate_kept
+from graft.eval.evaluate import Evaluator, check_checkpoint, evaluate_kept
 from graft.results import RunDir, eval_file, is_pruned, parse_step, selection_run_file, write_text
 from graft.scores import AVERAGE, RULES, VALIDATION, checkpoint_scores, evaluation_frames, select
 from graft.seeding import derive
@@ -77,6 +77,7 @@ def reevaluate_selected(
                 else ""
             )
             raise ConfigError(f"--run: {str(run.root)!r} has no checkpoint of {model!r} at step {step}{why}")
+        check_checkpoint(config, model, checkpoint, "--run")
         for r in range(config.eval.selection_runs):
             out = selection_run_file(out_dir, model, r)
             kept = run.kept_evaluation(model, step, selection_run=r)

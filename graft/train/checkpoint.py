@@ -18,7 +18,6 @@ nothing reads any more (unless ``workflow.keep_checkpoints``), keeping each chec
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import shutil
@@ -35,12 +34,15 @@ from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
 from graft.results import (
     MANIFEST,
+    RESUME_STATE,
     RunDir,
     begin_dir,
     commit_dir,
+    damage,
     eval_file,
     is_pruned,
     parse_step,
+    sha256_file,
     step_name,
     temp_dir,
     trajectory_file,
@@ -53,7 +55,8 @@ def resume_state(ckpt: Path, model: str) -> tuple[Path, Path]:
     """Where a checkpoint keeps the state a resume needs: one process's ``optimizer.pt`` (with the float32 master
     weights when the model is exported in bfloat16), or the directory
     of a sharded run's model and optimizer shards."""
-    return ckpt / model / "optimizer.pt", ckpt / model / "sharded"
+    optimizer, sharded = RESUME_STATE
+    return ckpt / model / optimizer, ckpt / model / sharded
 
 
 def rng_state() -> dict:
@@ -74,54 +77,18 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_manifest(ckpt: Path, world: World = SINGLE) -> None:
     """Every file of the checkpoint with its size and sha256, written last by process 0. The processes hash a
     share of the files each (collective), so none waits on one process hashing the whole checkpoint (about 70
     GB for a pair at the paper's scale) longer than its own share takes."""
     names = sorted(str(f.relative_to(ckpt)) for f in ckpt.rglob("*") if f.is_file() and f.name != MANIFEST)
     mine = [
-        (name, {"size": (ckpt / name).stat().st_size, "sha256": _sha256(ckpt / name)}) for name in world.share(names)
+        (name, {"size": (ckpt / name).stat().st_size, "sha256": sha256_file(ckpt / name)})
+        for name in world.share(names)
     ]
     files = dict(sorted(pair for share in world.gather(mine) for pair in share))
     if world.is_main:
         (ckpt / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
-
-
-def damage(ckpt: Path) -> str | None:
-    """What is wrong with a checkpoint against its manifest (first problem found), or None when intact. Files of
-    the resume state that pruning removed on purpose are not damage; ``latest`` asks for those separately."""
-    try:
-        files = json.loads((ckpt / MANIFEST).read_text())["files"]
-    except FileNotFoundError:
-        return f"no {MANIFEST}"
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return f"{MANIFEST} is unreadable"
-    for name, want in files.items():
-        path = ckpt / name
-        if not path.is_file():
-            if _pruned(name):
-                continue
-            return f"{name} is missing"
-        size = path.stat().st_size
-        if size != want["size"]:
-            return f"{name} has {size} bytes, the manifest says {want['size']}"
-        if _sha256(path) != want["sha256"]:
-            return f"{name} does not match its sha256"
-    return None
-
-
-def _pruned(name: str) -> bool:
-    """Whether a manifest entry is part of a model's resume state (which pruning removes)."""
-    parts = Path(name).parts
-    return len(parts) >= 2 and Path(*parts[:2]) in resume_state(Path(), parts[0])
 
 
 def _engine(learners: list[Learner]) -> str:

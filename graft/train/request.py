@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
+from graft.data.imports import MANIFEST, read_manifest
+from graft.data.problems import load_problems
+from graft.data.records import archive_prompt_ids
 from graft.errors import ConfigError
 from graft.methods import Method, group_problem
 from graft.results import trajectory_file
@@ -80,3 +83,27 @@ def validate_request(req: TrainRequest) -> None:
         raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
     if req.method.transfer != "group" and req.method.update == "hacpo":
         raise ConfigError("method: the HACPO update transfers whole groups")
+    problems = load_problems(req.config.data.train, "data.train", req.config.reward.kind)
+    for archive in req.peer_archives:
+        check_archive(archive, req.steps, {p.id for p in problems})
+
+
+def check_archive(archive: Path, steps: int, known: set[str]) -> None:
+    """Refuse, before step 0, an archive replay could not read to the end: a step of the run's missing or
+    unreadable, a manifest that disagrees with the step files, or a prompt that data.train lacks (an archive of
+    another problem set). Another n than the run's is allowed."""
+    manifest = read_manifest(archive)
+    for step, ids in enumerate(archive_prompt_ids(archive, steps)):
+        missing = next((i for i in ids if i not in known), None)
+        if missing is not None:
+            raise ConfigError(
+                f"--peer-archive: step {step} of {str(archive)!r} holds prompt {missing!r}, which data.train lacks; "
+                "replay needs an archive of the same problem set"
+            )
+        entry = None if manifest is None else manifest["steps"].get(str(step))
+        if manifest is not None and (entry is None or entry.get("prompts") != len(ids)):
+            listed = "no entry" if entry is None else f"{entry.get('prompts')!r} prompts"
+            raise ConfigError(
+                f"--peer-archive: {str(archive / MANIFEST)!r} gives step {step} {listed}; its step file holds "
+                f"{len(ids)}: the manifest and the step files disagree"
+            )

@@ -3,6 +3,8 @@ transformers reads it: by the check itself, by ``graft plan`` and by ``graft tra
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from helpers.own_pair import own_pair_config
@@ -62,3 +64,38 @@ def test_graft_plan_and_train_refuse_a_half_downloaded_model_in_one_line(tmp_pat
     assert main([*argv, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "it lacks tokenizer.json" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json", "tokenizer.json"])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda b: b[: len(b) // 2], "is not JSON \\((Unterminated|Expecting)"),
+        (lambda b: b"\x89\xfe\x00garbage" + b[9:], "is not JSON \\('utf-8' codec can't decode"),
+        (lambda b: b.decode().replace("{", "\u00e9{", 1).encode("latin-1", "replace"), "is not JSON \\("),
+        (lambda b: b"[1, 2]", "is not a JSON object"),
+    ],
+)
+def test_a_garbled_json_file_of_a_model_directory_is_refused_naming_it(tmp_path, name, damage, message):
+    model = tiny_model_dir(tmp_path / "m")
+    (model / name).write_bytes(damage((model / name).read_bytes()))
+    with pytest.raises(ConfigError, match=rf"^models.a.path: '{model / name}' ") as err:
+        check_model_dir(model, "models.a.path")
+    assert "\n" not in str(err.value)
+    assert re.search(message, str(err.value))
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (b"\xff\xfe not json", "has no readable safetensors header"),
+        (b'{"w": {"dtype": "F32"}}', "has a safetensors header without its tensors' data offsets"),
+        (b'{"w": 3}', "has a safetensors header without its tensors' data offsets"),
+    ],
+)
+def test_a_garbled_safetensors_header_is_refused_naming_the_file(tmp_path, header, message):
+    model = tiny_model_dir(tmp_path / "m")
+    weights = model / "model.safetensors"
+    weights.write_bytes(len(header).to_bytes(8, "little") + header + b"\x00" * 64)
+    with pytest.raises(ConfigError, match=rf"^w: '{weights}' {message}: a partial download or copy$"):
+        check_model_dir(model, "w")
