@@ -14,12 +14,10 @@ import torch
 
 from graft.algo import (
     balanced_selection,
-    compatibility,
     exchange_candidates,
     group_advantages,
     hacpo_advantages,
     pooled_advantages,
-    random_admission,
     random_prompt_selection,
     sample_one_success,
     success_candidates,
@@ -27,7 +25,8 @@ from graft.algo import (
 from graft.data.records import StepRecords
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
-from graft.engine.scoring import ScoringSettings, cut_to_limit, retokenize_all, score_responses
+from graft.engine.scoring import ScoringSettings
+from graft.engine.transfer import score_and_gate
 from graft.methods import Method
 
 
@@ -164,9 +163,24 @@ def build_groups(
     attach = torch.ones_like(selected) if method.update == "hacpo" else selected
     sent = _sent_responses(method, peer, attach, generator)
     flat = [(g, i) for g, items in sent.items() for i in items]
-    scored = _score(method, receiver, peer, flat, prompt_texts, scoring, world)
+    # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
+    # generation log-probs (docs/design.md section 10).
+    hacpo = method.update == "hacpo"
+    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
+    scored = score_and_gate(
+        method,
+        receiver,
+        [prompt_texts[g] for g, _ in flat],
+        [peer.texts[g][i] for g, i in flat],
+        [not peer.truncated[g][i] for g, i in flat],
+        src_mean,
+        scoring,
+        generator,
+        world,
+    )
     stats.truncated = scored.cut
-    weights = _weights(method, scored, generator, stats)
+    stats.s_values = scored.s
+    weights = scored.weights
     own_adv, peer_adv = receiver_advantages(method, own, peer, selected, omega_own_peer)
 
     peer_rows: dict[int, list[Row]] = {}
@@ -213,63 +227,6 @@ def _sent_responses(
         rows = range(peer.n)
         sent[g] = [i for i in rows if peer.rewards[g, i] > 0] if method.transfer == "success_only" else list(rows)
     return sent
-
-
-@dataclass
-class _Scored:
-    """Transferred responses under the receiver's tokenization, with its behaviour-policy log-probs."""
-
-    prompt_ids: list[list[int]]
-    response_ids: list[list[int]]
-    old_logps: list[list[float]]
-    recv_mean: torch.Tensor
-    """Receiver's mean token log-likelihood of each response (Eq. 6)."""
-    src_mean: torch.Tensor
-    """Source's mean generation log-prob of each response (Eq. 6 under its own tokenization)."""
-    cut: int = 0
-    """How many re-tokenized responses were cut to the receiver's length limit."""
-
-
-def _score(
-    method: Method,
-    receiver: Policy,
-    peer: StepRecords,
-    flat: list[tuple[int, int]],
-    prompt_texts: list[str],
-    scoring: ScoringSettings,
-    world: World,
-) -> _Scored:
-    """Re-tokenize the sent responses for the receiver, cut them to its length limit, and, where the gate or the
-    update needs them, score them with one forward pass of its behaviour policy.
-
-    Every method cuts a re-tokenized response longer than the receiver's ``max_response_tokens`` (HACPO's official
-    code does so; a receiver cannot generate past its limit, so it never trains on more than it could sample).
-    The gate then compares the receiver's mean over the kept prefix with the source's mean over its whole
-    response; the count is the metric ``peer_truncated``."""
-    texts = [prompt_texts[g] for g, _ in flat]
-    responses = [peer.texts[g][i] for g, i in flat]
-    eos = [not peer.truncated[g][i] for g, i in flat]
-    # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
-    # generation log-probs (docs/design.md section 10).
-    hacpo = method.update == "hacpo"
-    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
-    p_ids, full = retokenize_all(receiver, texts, responses, eos)
-    r_ids, cut = cut_to_limit(full, scoring.max_response_tokens)
-    if (method.gate == "compat" or method.update == "clipped") and flat:
-        old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring, world)
-        return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean, cut)
-    return _Scored(p_ids, r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean, cut)
-
-
-def _weights(method: Method, scored: _Scored, generator: torch.Generator, stats: ExchangeStats) -> torch.Tensor:
-    """The weight of each sent response (Eqs. 7-8, 11): the compatibility gate, random admission, or 1."""
-    if method.gate != "compat" or not len(scored.src_mean):
-        return torch.ones(len(scored.src_mean))
-    s, weights = compatibility(scored.recv_mean.float(), scored.src_mean, method.delta, method.cap)
-    if method.admission == "random":
-        weights = random_admission(s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap)
-    stats.s_values = s.tolist()
-    return weights
 
 
 def receiver_advantages(

@@ -174,6 +174,32 @@ def test_forced_graft_co_training(forced_world, tmp_path):
         assert positions[-1] == len(chunks) - 1
 
 
+def test_the_complementarity_preflight_admits_what_training_admits(forced_world, tmp_path):
+    """Figure 1's pre-flight scores and gates one step's records with training's function: on the records a GRAFT
+    step published, its transfers, cuts and admissions per direction are the step's."""
+    from graft.data.problems import load_problems
+    from graft.eval.complementarity import exchange_report
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["train"]["max_response_tokens"] = 12  # B's 12 BPE tokens are more of A's characters: cut
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "graft"
+    run({**forced_world, "config": path}, out, steps=1).run(log=lambda _: None)
+    rows = {r["model"]: r for r in metrics(out)}
+    records = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
+    by_id = {p.id: p for p in load_problems(forced_world["data"], "data")}
+    problems = [by_id[i] for i in records["A"].prompt_ids]
+    scoring = ScoringSettings.from_train(load_config(path).train)
+    report = exchange_report(list(policies(forced_world)), problems, records, get_method("graft"), scoring, 0)
+    for src, recv in (("A", "B"), ("B", "A")):
+        mine, trained = report["directions"][f"{src}->{recv}"], rows[recv]
+        assert mine["would_transfer"] == trained["transferred"] > 0
+        assert mine["admitted"] == trained["admitted"] and mine["truncated"] == trained["peer_truncated"]
+        assert mine["weight_hist"] == trained["weight_hist"]
+    assert sum(rows[m]["admitted"] for m in "AB") > 0 and sum(rows[m]["peer_truncated"] for m in "AB") > 0
+
+
 @pytest.mark.parametrize("method_name", ["graft", "hacpo", "graft_no_gate"])
 def test_every_method_cuts_a_retokenized_peer_response_to_the_receivers_limit(forced_world, tmp_path, method_name):
     out = tmp_path / "graft"
