@@ -102,7 +102,10 @@ def exchange_report(
     and gated by the function training calls (graft.engine.transfer.score_and_gate)."""
     a, b = (p.name for p in policies)
     k = {name: success_counts(r.rewards) for name, r in records.items()}
-    cand = {(a, b): exchange_candidates(k[b], k[a], method.n), (b, a): exchange_candidates(k[a], k[b], method.n)}
+    cand = {
+        (a, b): exchange_candidates(k[b], k[a], records[a].n),
+        (b, a): exchange_candidates(k[a], k[b], records[b].n),
+    }
     sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
     selected = {(a, b): sel_ab, (b, a): sel_ba}
     report: dict = {

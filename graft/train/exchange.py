@@ -95,16 +95,21 @@ class ExchangeStats:
 
 
 def select_prompts(
-    method: Method, k: dict[str, torch.Tensor], n: int, directions: list[tuple[str, str]], generator: torch.Generator
+    method: Method,
+    k: dict[str, torch.Tensor],
+    sizes: dict[str, int],
+    directions: list[tuple[str, str]],
+    generator: torch.Generator,
 ) -> tuple[dict[tuple[str, str], torch.Tensor], dict[tuple[str, str], int]]:
-    """Selected prompts per direction (source, receiver) and the candidate counts.
+    """Selected prompts per direction (source, receiver) and the candidate counts; ``sizes``: each source's group
+    size, from its records (an archive's may differ from the receiver's).
 
     Balancing needs both directions of a live pair; archive replay passes one direction and is unbalanced.
     """
     cand: dict[tuple[str, str], torch.Tensor] = {}
     for src, recv in directions:
         rule = success_candidates(k[recv], k[src]) if method.select == "any_success" else None
-        cand[(src, recv)] = rule if rule is not None else exchange_candidates(k[recv], k[src], n)
+        cand[(src, recv)] = rule if rule is not None else exchange_candidates(k[recv], k[src], sizes[src])
     counts = {d: int(c.sum()) for d, c in cand.items()}
     if method.balanced:
         (a, b) = directions[0]

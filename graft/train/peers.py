@@ -62,9 +62,8 @@ class LivePair:
         a, b = records
         k = {name: success_counts(rec.rewards) for name, rec in records.items()}
         directions = [(a, b), (b, a)]
-        selected, counts = select_prompts(
-            self.method, k, self.method.n, directions, generator(self.seed, "select", step)
-        )
+        sizes = {name: rec.n for name, rec in records.items()}
+        selected, counts = select_prompts(self.method, k, sizes, directions, generator(self.seed, "select", step))
         return {
             recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capabilities[src].value)
             for src, recv in directions
@@ -89,7 +88,7 @@ class LiveGroup:
         chosen, else the group of the peer with the most successes), and how many prompts it takes from each."""
         names = list(records)
         k = torch.stack([success_counts(records[name].rewards) for name in names])
-        n = self.method.n
+        n = torch.tensor([records[name].n for name in names]).reshape(-1, 1)
         source = group_selection(
             k, n, self.method.balanced, self.method.peer_choice, generator(self.seed, "select", step)
         )
@@ -156,19 +155,20 @@ class ArchivePeer:
             k = {me: success_counts(records[me].rewards), "peer": success_counts(stored.rewards)}
             direction = ("peer", me)
             gen = generator(self.seed, "select", step)
-            selected, counts = select_prompts(self.method, k, stored.n, [direction], gen)
+            sizes = {me: records[me].n, "peer": stored.n}
+            selected, counts = select_prompts(self.method, k, sizes, [direction], gen)
             capability = float(stored.rewards.mean())
             metrics = {"archive_rewards_changed": changed}
             return {me: PeerView(stored, selected[direction], counts[direction], capability, metrics)}
         k = torch.stack([success_counts(r.rewards) for r in [records[me], *regraded]])
-        n = records[me].n
+        n = torch.tensor([r.n for r in [records[me], *regraded]]).reshape(-1, 1)  # each source's own group size
         source = group_selection(k, n, False, self.method.peer_choice, generator(self.seed, "select", step))[0]
         best = (k[1:].argmax(dim=0) + 1).tolist()  # an unselected prompt shows the archive with most successes
         pick = [int(s) - 1 if s >= 0 else best[g] - 1 for g, s in enumerate(source.tolist())]
         names = [archive.name for archive in self.archives]
         metrics = {"archive_rewards_changed": changed}
         metrics |= {f"received_from_{name}": int((source == i + 1).sum()) for i, name in enumerate(names)}
-        candidates = int(((k[0] == 0) & ((k[1:] >= 1) & (k[1:] < n)).any(dim=0)).sum())
+        candidates = int(((k[0] == 0) & ((k[1:] >= 1) & (k[1:] < n[1:])).any(dim=0)).sum())
         capability = float(torch.stack([r.rewards.mean() for r in regraded]).mean())
         mixed = StepRecords.mix(regraded, pick, "peers")
         return {me: PeerView(mixed, source >= 0, candidates, capability, metrics)}

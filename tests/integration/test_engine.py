@@ -141,7 +141,7 @@ def test_forced_graft_co_training(forced_world, tmp_path):
     rec = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
     k = {m: success_counts(rec[m].rewards) for m in "AB"}
     method = get_method("graft")
-    selected, _ = select_prompts(method, k, 8, [("A", "B"), ("B", "A")], generator(0, "select", 0))
+    selected, _ = select_prompts(method, k, {"A": 8, "B": 8}, [("A", "B"), ("B", "A")], generator(0, "select", 0))
     texts = [b.prompt_text(FORCED[pid][0]) for pid in rec["B"].prompt_ids]
     groups, stats = build_groups(
         method,
