@@ -159,6 +159,8 @@ def _check_method(m: Method) -> None:
         _fail("update", "'hacpo' and advantage 'hacpo' go together")
     if (m.update == "nll") != (m.transfer == "one_success"):
         _fail("update", "'nll' and transfer 'one_success' go together")
+    if m.update == "hacpo" and m.transfer != "group":
+        _fail("transfer", f"{m.transfer!r} is not allowed with update 'hacpo': the HACPO update transfers whole groups")
     if m.advantage in ("pooled", "hacpo") and not m.keep_own:
         _fail("keep_own", f"false is not allowed with advantage {m.advantage!r}: it pools the own group")
     if m.update == "nll" and not m.keep_own:

@@ -78,5 +78,3 @@ def validate_request(req: TrainRequest) -> None:
         raise ConfigError("--eval-dir: this config has no 'eval:' section naming the benchmarks")
     if req.steps < 1:
         raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
-    if req.method.transfer != "group" and req.method.update == "hacpo":
-        raise ConfigError("method: the HACPO update transfers whole groups")
