@@ -12,7 +12,7 @@ from collections import deque
 
 import torch
 
-from graft.algo.advantages import unbiased_std
+from graft.algo.advantages import ADVANTAGE_EPS, unbiased_std
 from graft.algo.gate import mean_token_logprob
 
 
@@ -53,7 +53,7 @@ def capability_ratio(p_num: float, p_den: float, low: float = 0.1, high: float =
 
 
 def hacpo_advantages(
-    own_rewards: torch.Tensor, peer_rewards: torch.Tensor, omega_own_peer: float, eps: float = 1e-6
+    own_rewards: torch.Tensor, peer_rewards: torch.Tensor, omega_own_peer: float, eps: float = ADVANTAGE_EPS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """HACPO's capability-aware advantage for learner k with peer j (HACPO Eqs. 5-6).
 
