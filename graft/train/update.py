@@ -17,6 +17,7 @@ from graft.engine.batching import plan_passes
 from graft.engine.deepspeed_engine import is_engine
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
+from graft.engine.scoring import ScoringSettings
 from graft.methods import Method
 from graft.train.exchange import Row
 from graft.train.losses import LossBatch, policy_loss
@@ -160,36 +161,15 @@ def _accumulate(
 
 
 @dataclass(frozen=True)
-class UpdateSettings:
-    """How an update runs, from the config's ``train`` section; none of it changes the optimisation except
-    ``grad_clip`` and ``temperature``."""
+class UpdateSettings(ScoringSettings):
+    """How an update runs, from the config's ``train`` section: the training forward's settings, the norm clip
+    and the dual clip; none of it changes the optimisation except ``grad_clip``, ``dual_clip`` and
+    ``temperature``."""
 
-    grad_clip: float
+    grad_clip: float = TrainSpec.grad_clip
     """Maximum gradient norm."""
-    micro_batch: int
-    """Responses per forward pass at most."""
-    temperature: float = 1.0
-    """Log-probs are taken from logits / temperature, as at sampling."""
-    micro_batch_tokens: int | None = None
-    """Tokens per forward pass at most (padded, or packed under ``packing``); None: no token budget."""
-    dual_clip: float | None = None
+    dual_clip: float | None = TrainSpec.dual_clip
     """verl's cap on the ratio of negative-advantage tokens (``train.dual_clip``); None: Eq. 10 as written."""
-    logits_chunk_mib: float = TrainSpec.logits_chunk_mib
-    """MiB of float32 logits made at once (``train.logits_chunk_mib``)."""
-    packing: bool = TrainSpec.packing
-    """Each pass's rows packed into one sequence without padding (``train.packing``)."""
-
-    @classmethod
-    def from_train(cls, train: TrainSpec) -> UpdateSettings:
-        return cls(
-            train.grad_clip,
-            train.micro_batch,
-            train.temperature,
-            train.micro_batch_tokens,
-            train.dual_clip,
-            train.logits_chunk_mib,
-            train.packing,
-        )
 
 
 @dataclass
