@@ -182,6 +182,31 @@ def group_problem(m: Method) -> str | None:
     return None
 
 
+class Registry(dict):
+    """The entries of one switch of ``Method`` (its ``select``, ``transfer``, ``advantage``, ``gate``...), keyed by
+    the switch's values; the code that runs a method looks each rule up here, never by comparing the switch's
+    string (CONTRIBUTING.md, "Adding a rule")."""
+
+    def __init__(self, switch: str):
+        super().__init__()
+        self.switch = switch
+
+    def register(self, value: str):
+        """A decorator adding its function (or class) under ``value``, once."""
+
+        def add(entry):
+            if value in self:
+                raise ValueError(f"{self.switch} rule {value!r} is registered twice")
+            self[value] = entry
+            return entry
+
+        return add
+
+    def of(self, method: Method):
+        """The entry of ``method``'s value of this switch."""
+        return self[getattr(method, self.switch)]
+
+
 class Preset(NamedTuple):
     method: Method
     label: str

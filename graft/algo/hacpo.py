@@ -112,7 +112,7 @@ def hacpo_peer_objective(
     mask: torch.Tensor,
     src_mean_ll: torch.Tensor,
     advantages: torch.Tensor,
-    omega_src_learner: float,
+    omega_src_learner: float | torch.Tensor,
     lower: float,
 ) -> torch.Tensor:
     """Per-response objective on peer samples (HACPO Eq. 59 with alpha = 1), no min:
@@ -141,7 +141,7 @@ def hacpo_loss(
     is_peer: torch.Tensor,
     advantages: torch.Tensor,
     src_mean_ll: torch.Tensor,
-    omega_src_learner: float,
+    omega_src_learner: float | torch.Tensor,
     update_index: int,
     *,
     clip_low: float,
@@ -160,6 +160,7 @@ def hacpo_loss(
         logp, old_logp, ref_logp, mask: [B, T] under the learner's tokenization; old_logp of peer
             rows is unused.
         is_peer: bool [B]; advantages [B] (peer ones unscaled); src_mean_ll [B] (own rows unused).
+        omega_src_learner: omega_jk, one for every row or [B] (own rows unused).
         update_index: m, the minibatch update's index within the step.
     """
     keep = mask.bool()

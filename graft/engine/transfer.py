@@ -5,6 +5,7 @@ pre-flight admits what training would admit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -13,7 +14,7 @@ from graft.algo import compatibility, random_admission
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
 from graft.engine.scoring import ScoringSettings, cut_to_limit, retokenize_all, score_responses
-from graft.methods import Method
+from graft.methods import Method, Registry
 
 
 @dataclass
@@ -33,6 +34,37 @@ class Gated:
     """How many re-tokenized responses were cut to the receiver's length limit."""
 
 
+GATES = Registry("gate")
+"""How a receiver weighs the responses sent to it, by the method's ``gate``."""
+ADMISSIONS = Registry("admission")
+"""Which of the scored responses the compatibility gate admits, by the method's ``admission``."""
+
+Weigh = Callable[[torch.Tensor, torch.Tensor, Method, torch.Generator], tuple[list[float], torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class GateRule:
+    scores: bool
+    """The rule reads the receiver's mean log-likelihood of each response: one forward pass over them."""
+    weigh: Weigh
+    """(receiver's means, source's means, method, generator) -> (compatibility scores, or none; weights)."""
+
+
+def _compatibility(recv_mean, src_mean, method, generator):
+    s, weights = compatibility(recv_mean.float(), src_mean, method.delta, method.cap)
+    return s.tolist(), ADMISSIONS.of(method)(s, weights, method, generator)
+
+
+GATES.register("compat")(GateRule(True, _compatibility))
+GATES.register("none")(GateRule(False, lambda recv_mean, src_mean, method, generator: ([], torch.ones(len(src_mean)))))
+ADMISSIONS.register("floor")(lambda s, weights, method, generator: weights)  # Eq. 8: w = 1[s > delta] min(s, cap)
+ADMISSIONS.register("random")(  # Eq. 11: as many as pass the floor, drawn uniformly
+    lambda s, weights, method, generator: random_admission(
+        s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap
+    )
+)
+
+
 def score_and_gate(
     method: Method,
     receiver: Policy,
@@ -43,24 +75,23 @@ def score_and_gate(
     scoring: ScoringSettings,
     generator: torch.Generator,
     world: World = SINGLE,
+    *,
+    old_logprobs: bool = False,
 ) -> Gated:
     """Re-tokenize the sent responses for the receiver, cut them to its length limit, where the gate or the update
-    needs them score them with one forward pass of its behaviour policy, and weigh them: the compatibility gate,
-    random admission, or 1.
+    needs them (``old_logprobs``: the update's ratio reads the receiver's behaviour log-probs) score them with one
+    forward pass of its behaviour policy, and weigh them by the method's gate (``GATES``).
 
     Every method cuts a re-tokenized response longer than the receiver's ``max_response_tokens`` (HACPO's official
     code does so; a receiver cannot generate past its limit, so it never trains on more than it could sample).
     The gate then compares the receiver's mean over the kept prefix with the source's mean over its whole
     response; the count is the metric ``peer_truncated``."""
+    gate = GATES.of(method)
     p_ids, full = retokenize_all(receiver, prompt_texts, responses, generated_eos)
     r_ids, cut = cut_to_limit(full, scoring.max_response_tokens)
-    if not (method.gate == "compat" or method.update == "clipped") or not responses:
+    if not responses or not (gate.scores or old_logprobs):
         old_logps = [[0.0] * len(r) for r in r_ids]
         return Gated(p_ids, r_ids, old_logps, src_mean, torch.ones(len(responses)), [], cut)
     old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring, world)
-    if method.gate != "compat":
-        return Gated(p_ids, r_ids, old_logps, src_mean, torch.ones(len(responses)), [], cut)
-    s, weights = compatibility(recv_mean.float(), src_mean, method.delta, method.cap)
-    if method.admission == "random":
-        weights = random_admission(s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap)
-    return Gated(p_ids, r_ids, old_logps, src_mean, weights, s.tolist(), cut)
+    s, weights = gate.weigh(recv_mean, src_mean, method, generator)
+    return Gated(p_ids, r_ids, old_logps, src_mean, weights, s, cut)

@@ -12,22 +12,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from graft.algo import (
-    balanced_selection,
-    exchange_candidates,
-    group_advantages,
-    hacpo_advantages,
-    pooled_advantages,
-    random_prompt_selection,
-    sample_one_success,
-    success_candidates,
-)
+from graft.algo import balanced_selection, group_advantages
 from graft.data.records import StepRecords
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
 from graft.engine.scoring import ScoringSettings
 from graft.engine.transfer import score_and_gate
 from graft.methods import Method
+from graft.train.losses import UPDATES
+from graft.train.rules import ADVANTAGES, SELECTIONS, TRANSFERS, Capability
 
 
 @dataclass
@@ -43,6 +36,9 @@ class Row:
     is_peer: bool = False
     src_mean_ll: float = 0.0
     """Source's mean generation log-prob (HACPO's peer ratio)."""
+    capability_ratio: float = 1.0
+    """HACPO's clipped capability ratio of the response's source to the receiver, by which its loss scales the
+    advantage of a sent response."""
     nll_only: bool = False
     """SGT: enters only the supervised term."""
 
@@ -106,24 +102,17 @@ def select_prompts(
 
     Balancing needs both directions of a live pair; archive replay passes one direction and is unbalanced.
     """
-    cand: dict[tuple[str, str], torch.Tensor] = {}
-    for src, recv in directions:
-        rule = success_candidates(k[recv], k[src]) if method.select == "any_success" else None
-        cand[(src, recv)] = rule if rule is not None else exchange_candidates(k[recv], k[src], sizes[src])
+    rule = SELECTIONS.of(method)
+    cand = {(src, recv): rule.candidates(k[recv], k[src], sizes[src]) for src, recv in directions}
     counts = {d: int(c.sum()) for d, c in cand.items()}
     if method.balanced:
         (a, b) = directions[0]
         if sorted(directions) != sorted([(a, b), (b, a)]):
             raise ValueError("balanced exchange needs both directions of one pair")
         sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
-        selected = {(a, b): sel_ab, (b, a): sel_ba}
-    else:
-        selected = dict(cand)
-    if method.select == "random_prompts":
-        size = next(iter(k.values())).numel()
-        selected = {d: random_prompt_selection(int(s.sum()), size, generator) for d, s in selected.items()}
-    elif method.select == "all":
-        selected = {d: torch.ones_like(s) for d, s in selected.items()}
+        cand = {(a, b): sel_ab, (b, a): sel_ba}
+    size = next(iter(k.values())).numel()
+    selected = {d: rule.choose(chosen, size, generator) for d, chosen in cand.items()}
     return selected, counts
 
 
@@ -137,7 +126,7 @@ def build_groups(
     prompt_texts: list[str],
     generator: torch.Generator,
     scoring: ScoringSettings,
-    omega_own_peer: float = 1.0,
+    capability: Capability | None,
     world: World = SINGLE,
 ) -> tuple[list[Group], ExchangeStats]:
     """The receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants).
@@ -147,7 +136,7 @@ def build_groups(
         peer: the source's records for the same prompts, or None (plain GRPO).
         selected: bool [G], prompts where the receiver takes the peer's responses.
         prompt_texts: the receiver's prompt strings (its template applied), one per prompt.
-        omega_own_peer: HACPO's clipped capability ratio P_receiver / P_source.
+        capability: the receiver's and the source's HACPO capabilities; None without a peer.
     """
     stats = ExchangeStats()
     own_prompts = [receiver.encode(text) for text in prompt_texts]
@@ -164,14 +153,14 @@ def build_groups(
     if own.prompt_ids != peer.prompt_ids:
         raise ValueError(f"peer records of step {peer.step} are for other prompts than the receiver's batch")
     stats.selected = int(selected.sum())
-    # HACPO keeps its configuration: peer responses on every prompt, zero advantage off the selection.
-    attach = torch.ones_like(selected) if method.update == "hacpo" else selected
-    sent = _sent_responses(method, peer, attach, generator)
+    advantage, update = ADVANTAGES.of(method), UPDATES.of(method)
+    attach = torch.ones_like(selected) if advantage.every_prompt else selected
+    sent = TRANSFERS.of(method)(peer, attach, generator)
     flat = [(g, i) for g, items in sent.items() for i in items]
     # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
     # generation log-probs (docs/design.md section 10).
-    hacpo = method.update == "hacpo"
-    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
+    trained = update.source_trained_logprobs
+    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=trained) for g, i in flat], dtype=torch.float32)
     scored = score_and_gate(
         method,
         receiver,
@@ -182,11 +171,13 @@ def build_groups(
         scoring,
         generator,
         world,
+        old_logprobs=update.peer_old_logprobs,
     )
     stats.truncated = scored.cut
     stats.s_values = scored.s
     weights = scored.weights
-    own_adv, peer_adv = receiver_advantages(method, own, peer, selected, omega_own_peer)
+    adv = advantage.advantages(own, peer, selected, capability)
+    own_adv, peer_adv = adv.own, adv.peer
 
     peer_rows: dict[int, list[Row]] = {}
     for j, (g, i) in enumerate(flat):
@@ -207,7 +198,8 @@ def build_groups(
             weight=w,
             is_peer=True,
             src_mean_ll=float(scored.src_mean[j]),
-            nll_only=method.update == "nll",
+            capability_ratio=adv.capability_ratio,
+            nll_only=update.peer_nll_only,
         )
         peer_rows.setdefault(g, []).append(row)
 
@@ -218,36 +210,6 @@ def build_groups(
         own_rows = [own_row(g, i, float(own_adv[g, i])) for i in range(own.n)] if keep else []
         groups.append(Group(g, own_rows + peer_rows.get(g, []), grafted))
     return [grp for grp in groups if grp.rows], stats
-
-
-def _sent_responses(
-    method: Method, peer: StepRecords, attach: torch.Tensor, generator: torch.Generator
-) -> dict[int, list[int]]:
-    """Which of the peer's responses are sent, per prompt: the whole group, its successes, or one success."""
-    if method.transfer == "one_success":
-        choice = sample_one_success(peer.rewards, attach, generator)
-        return {g: [int(choice[g])] for g in range(len(choice)) if choice[g] >= 0}
-    sent = {}
-    for g in attach.nonzero().flatten().tolist():
-        rows = range(peer.n)
-        sent[g] = [i for i in rows if peer.rewards[g, i] > 0] if method.transfer == "success_only" else list(rows)
-    return sent
-
-
-def receiver_advantages(
-    method: Method, own: StepRecords, peer: StepRecords, selected: torch.Tensor, omega_own_peer: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Own and peer advantages [G, n]: each source's own GRPO advantages (Eq. 1); pooled groups (Eq. 12) on the
-    selected prompts only, "instead of replacing the receiver's all-fail group" (Appendix G), every other prompt
-    keeping Eq. 1; or HACPO's capability-weighted ones (zero for peers off the selection)."""
-    if method.advantage == "pooled":
-        own_pooled, peer_pooled = pooled_advantages(own.rewards, peer.rewards)
-        rows = selected.bool().unsqueeze(-1)
-        return torch.where(rows, own_pooled, own.advantages), torch.where(rows, peer_pooled, peer.advantages)
-    if method.advantage == "hacpo":
-        own_adv, peer_adv = hacpo_advantages(own.rewards, peer.rewards, omega_own_peer)
-        return own_adv, peer_adv * selected.unsqueeze(-1)
-    return own.advantages.clone(), peer.advantages.clone()
 
 
 def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from graft.algo import CapabilityTracker, capability_ratio, minibatch_order, success_counts
+from graft.algo import CapabilityTracker, minibatch_order, success_counts
 from graft.data.problems import Problem, batch_indices, load_problems
 from graft.data.records import StepRecords, write_step
 from graft.engine.distributed import SINGLE, World
@@ -43,6 +43,7 @@ from graft.train.learner import Learner, make_learner
 from graft.train.lock import RunLock
 from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerView
 from graft.train.request import TrainRequest, validate_request
+from graft.train.rules import Capability
 from graft.train.run_state import OutPlan, plan_out, replace, run_settings
 from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
 from graft.train.stop import StopRequests, TrainingStopped
@@ -139,19 +140,12 @@ class Trainer:
         for learner in self.learners:
             view, info = views.get(learner.name), infos[learner.name]
             info.update(view.metrics if view else {})
-            # HACPO's clipped capability ratios P_receiver / P_source and P_source / P_receiver
-            own_peer = peer_own = 1.0
-            if view is not None and self.method.update == "hacpo":
-                own = self.capabilities[learner.name].value
-                own_peer, peer_own = capability_ratio(own, view.capability), capability_ratio(view.capability, own)
             t0 = time.perf_counter()
-            groups, exchange_info = self._receive(
-                learner, step, batches[learner.name], records[learner.name], view, own_peer
-            )
+            groups, exchange_info = self._receive(learner, step, batches[learner.name], records[learner.name], view)
             info["scoring_s"] = time.perf_counter() - t0
             info.update(exchange_info)
             t0 = time.perf_counter()
-            info.update(self._update(learner, groups, step, peer_own))
+            info.update(self._update(learner, groups, step))
             info["update_s"] = time.perf_counter() - t0
             if self.placement.split:
                 info["exchange_bytes"] = crossed
@@ -204,7 +198,6 @@ class Trainer:
         batch: list[Problem],
         own: StepRecords,
         view: PeerView | None,
-        omega_own_peer: float,
     ) -> tuple[list[Group], dict]:
         """The receiver's training groups (its own, with the peer's where the method transfers them) and the
         exchange's metrics."""
@@ -217,7 +210,7 @@ class Trainer:
             prompt_texts=[learner.policy.prompt_text(p.problem) for p in batch],
             generator=generator(self.req.seed, "admit", step, learner.name),
             scoring=self.scoring,
-            omega_own_peer=omega_own_peer,
+            capability=Capability(self.capabilities[learner.name].value, view.capability) if view else None,
             world=learner.world,
         )
         info = {"candidates": view.candidates if view else 0, **ex.metrics()}
@@ -228,7 +221,7 @@ class Trainer:
             info["peer_solved_all_fail"] = int((own_fail & (success_counts(view.records.rewards) > 0)).sum())
         return groups, info
 
-    def _update(self, learner: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
+    def _update(self, learner: Learner, groups: list[Group], step: int) -> dict:
         """The step's optimizer updates, one per minibatch, in the method's order (peer-last for GRAFT)."""
         num = self.method.minibatches or self.cfg.train.minibatches
         settings = UpdateSettings.from_train(self.cfg.train)
@@ -246,7 +239,6 @@ class Trainer:
                     settings=settings,
                     update_index=m,
                     ref_model=learner.ref_model,
-                    omega_src_learner=omega_src_learner,
                     world=learner.world,
                 )
             )

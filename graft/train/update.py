@@ -20,7 +20,7 @@ from graft.engine.policy import Policy, response_logprobs
 from graft.engine.scoring import ScoringSettings
 from graft.methods import Method
 from graft.train.exchange import Row
-from graft.train.losses import LossBatch, policy_loss
+from graft.train.losses import UPDATES, LossBatch, policy_loss
 
 
 def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
@@ -56,7 +56,6 @@ def _chunk_loss(
     ref_model: torch.nn.Module | None,
     rows: list[Row],
     update_index: int,
-    omega_src_learner: float,
     settings: UpdateSettings,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     logp, mask = _logprobs(model, policy, rows, settings)
@@ -73,8 +72,8 @@ def _chunk_loss(
         mask=mask,
         is_peer=torch.tensor([r.is_peer for r in rows], device=device),
         src_mean_ll=torch.tensor([r.src_mean_ll for r in rows], device=device),
+        capability_ratio=torch.tensor([r.capability_ratio for r in rows], device=device),
         ref_logp=ref,
-        omega_src_learner=omega_src_learner,
         update_index=update_index,
         dual_clip=settings.dual_clip,
     )
@@ -220,7 +219,6 @@ def minibatch_update(
     settings: UpdateSettings,
     update_index: int = 0,
     ref_model: torch.nn.Module | None = None,
-    omega_src_learner: float = 1.0,
     world: World = SINGLE,
 ) -> UpdateTotals:
     """Zero grads, accumulate the minibatch loss over micro-batches (and processes), clip the grad norm, step.
@@ -241,13 +239,14 @@ def minibatch_update(
 
     def pg_loss(chunk):
         model = stepper.forward_model
-        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, omega_src_learner, settings)
+        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, settings)
 
     # HACPO's sequence mean counts the responses that have tokens (hacpo_loss leaves empty ones out)
     total_responses = max(sum(1 for r in pg_rows if r.response_ids), 1)
+    response_mean = UPDATES.of(method).response_mean
 
     def pg_share(chunk):
-        if method.update == "hacpo":
+        if response_mean:
             return sum(1 for r in chunk if r.response_ids) / total_responses
         return _kept_tokens(chunk) / total_tokens
 

@@ -26,6 +26,7 @@ from graft.methods import get_method
 from graft.seeding import generator
 from graft.train.exchange import build_groups, select_prompts
 from graft.train.request import TrainRequest
+from graft.train.rules import Capability
 from graft.train.trainer import Trainer
 
 TIMING_KEYS = {"rollout_s", "reward_s", "scoring_s", "update_s", "step_time_s", "gpu_hours"}
@@ -152,6 +153,7 @@ def test_forced_graft_co_training(forced_world, tmp_path):
         prompt_texts=texts,
         generator=torch.Generator(),
         scoring=ScoringSettings(),
+        capability=Capability(1.0, 1.0),
     )
     by_prompt = {g.prompt_index: g for g in groups}
     for g in selected[("A", "B")].nonzero().flatten().tolist():
@@ -221,6 +223,7 @@ def test_every_method_cuts_a_retokenized_peer_response_to_the_receivers_limit(fo
             prompt_texts=texts,
             generator=torch.Generator().manual_seed(0),
             scoring=ScoringSettings(max_response_tokens=max_tokens),
+            capability=Capability(1.0, 1.0),
         )
 
     groups, stats = build(limit)

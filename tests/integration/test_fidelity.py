@@ -20,6 +20,7 @@ from graft.seeding import generator
 from graft.train import trainer
 from graft.train.exchange import build_groups, select_prompts
 from graft.train.request import TrainRequest
+from graft.train.rules import Capability
 from graft.train.trainer import Trainer
 
 SHIFT = 0.3
@@ -164,6 +165,7 @@ def test_a_fully_gated_prompt_leaves_no_group_and_the_update_count_stays(forced_
         prompt_texts=texts,
         generator=torch.Generator(),
         scoring=ScoringSettings(),
+        capability=Capability(1.0, 1.0),
     )
     assert stats.admitted == 0 and stats.transferred > 0
     assert {g.prompt_index for g in groups} == set((~chosen).nonzero().flatten().tolist())

@@ -4,35 +4,21 @@ exchange" uses SGT's eligibility (any peer success, all-correct groups included)
 from __future__ import annotations
 
 import torch
+from helpers.step_records import records
 
-from graft.algo import group_advantages, pooled_advantages, success_counts
-from graft.data.records import StepRecords
+from graft.algo import pooled_advantages, success_counts
 from graft.methods import get_method
 from graft.seeding import generator
-from graft.train.exchange import receiver_advantages, select_prompts
-
-
-def records(model: str, rewards: list[list[float]]) -> StepRecords:
-    r = torch.tensor(rewards)
-    g, n = r.shape
-    return StepRecords(
-        model=model,
-        step=0,
-        prompt_ids=[f"p{i}" for i in range(g)],
-        texts=[["x"] * n for _ in range(g)],
-        token_ids=[[[1]] * n for _ in range(g)],
-        logprobs=[[[-0.1]] * n for _ in range(g)],
-        rewards=r,
-        advantages=group_advantages(r),
-        truncated=[[False] * n for _ in range(g)],
-    )
+from graft.train.exchange import select_prompts
+from graft.train.rules import ADVANTAGES, Capability
 
 
 def test_pooled_groups_leave_unselected_prompts_as_plain_grpo():
     own = records("B", [[0, 0, 0, 0], [1, 0, 1, 0], [1, 1, 0, 0]])
     peer = records("A", [[1, 0, 0, 1], [1, 1, 1, 0], [0, 0, 0, 0]])
     selected = torch.tensor([True, False, False])
-    own_adv, peer_adv = receiver_advantages(get_method("graft_pooled"), own, peer, selected, 1.0)
+    method = get_method("graft_pooled")
+    own_adv, peer_adv, _ = ADVANTAGES.of(method).advantages(own, peer, selected, Capability(1.0, 1.0))
     pooled_own, pooled_peer = pooled_advantages(own.rewards, peer.rewards)
     assert torch.equal(own_adv[0], pooled_own[0]) and torch.equal(peer_adv[0], pooled_peer[0])
     assert torch.equal(own_adv[1:], own.advantages[1:])  # the peer never leaks into an ordinary prompt
