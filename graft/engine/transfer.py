@@ -14,20 +14,18 @@ from graft.algo import compatibility, random_admission
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
 from graft.engine.scoring import ScoringSettings, cut_to_limit, retokenize_all, score_responses
+from graft.engine.trajectory import Trajectory
 from graft.methods import Method, Registry
 
 
 @dataclass
 class Gated:
-    """Sent responses under the receiver's tokenization, with its behaviour-policy log-probs and their weights."""
+    """Sent responses as the receiver trains on them, weighed."""
 
-    prompt_ids: list[list[int]]
-    response_ids: list[list[int]]
-    old_logps: list[list[float]]
-    src_mean: torch.Tensor
-    """Source's mean generation log-prob of each response (Eq. 6 under its own tokenization)."""
-    weights: torch.Tensor
-    """The weight of each response (Eqs. 7-8, 11); 0: not admitted."""
+    rows: list[Trajectory]
+    """One per sent response, in the order sent: the receiver's tokenization, its behaviour log-probs where the
+    gate or the update scored them (else zeros), the weight (0: not admitted) and the source's mean log-prob; the
+    advantage is the exchange's to set (graft.train.rules.ADVANTAGES)."""
     s: list[float]
     """The compatibility score of each response, where the gate computes one (else empty)."""
     cut: int = 0
@@ -90,8 +88,12 @@ def score_and_gate(
     p_ids, full = retokenize_all(receiver, prompt_texts, responses, generated_eos)
     r_ids, cut = cut_to_limit(full, scoring.max_response_tokens)
     if not responses or not (gate.scores or old_logprobs):
-        old_logps = [[0.0] * len(r) for r in r_ids]
-        return Gated(p_ids, r_ids, old_logps, src_mean, torch.ones(len(responses)), [], cut)
-    old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring, world)
-    s, weights = gate.weigh(recv_mean, src_mean, method, generator)
-    return Gated(p_ids, r_ids, old_logps, src_mean, weights, s, cut)
+        old_logps, s, weights = [[0.0] * len(r) for r in r_ids], [], torch.ones(len(responses))
+    else:
+        old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring, world)
+        s, weights = gate.weigh(recv_mean, src_mean, method, generator)
+    rows = [
+        Trajectory(p, r, old, 0.0, weight=float(w), is_peer=True, src_mean_ll=float(src))
+        for p, r, old, w, src in zip(p_ids, r_ids, old_logps, weights, src_mean, strict=True)
+    ]
+    return Gated(rows, s, cut)

@@ -158,7 +158,7 @@ def _direction(
         scoring,
         generator,
     )
-    s, w = torch.tensor(gated.s), gated.weights
+    s, w = torch.tensor(gated.s), torch.tensor([row.weight for row in gated.rows])
     correct = torch.tensor([bool(src.rewards[g, i] > 0) for g, i in flat], dtype=torch.bool)
     passed = w > 0
     n_fail = int(all_fail.sum())

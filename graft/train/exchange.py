@@ -1,53 +1,35 @@
-"""From published trajectory records to a receiver's training groups, as a method preset prescribes.
+"""The exchange of one step: from what every model published to each receiver's training groups, as the method
+prescribes (docs/design.md section 4). The trainer enters it once per step (``exchange``).
 
-This is where the switches of ``graft.methods.Method`` meet the algorithm layer: which prompts transfer
-(selection and balancing), what is sent (whole group, successes, one success), with which advantages (source,
-pooled, HACPO) and weights (gate, random admission), re-tokenized and scored by the receiver. The peer is a
-source of ``StepRecords``, either a co-trained model of the same run or an archive; both take this one path.
+Here the switches of ``graft.methods.Method`` meet their rules (graft.train.rules, graft.engine.transfer,
+graft.train.losses): which prompts transfer (selection and balancing, by the peer source: graft.train.peers), what
+is sent (whole group, successes, one success), weighed by the receiver's gate after re-tokenization and scoring,
+with which advantages (source, pooled, HACPO). A peer is a co-trained model of the same run or an archive; both
+take this one path.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from graft.algo import balanced_selection, group_advantages
+from graft.algo import CapabilityTracker, success_counts
+from graft.data.problems import Problem
 from graft.data.records import StepRecords
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
 from graft.engine.scoring import ScoringSettings
+from graft.engine.trajectory import Group, Trajectory
 from graft.engine.transfer import score_and_gate
 from graft.methods import Method
+from graft.seeding import generator
+from graft.train.learner import Learner
 from graft.train.losses import UPDATES
-from graft.train.rules import ADVANTAGES, SELECTIONS, TRANSFERS, Capability
-
-
-@dataclass
-class Row:
-    """One response as the receiver trains on it (receiver tokenization)."""
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    old_logp: list[float]
-    """Receiver behaviour-policy log-probs (generation log-probs for own responses)."""
-    advantage: float
-    weight: float = 1.0
-    is_peer: bool = False
-    src_mean_ll: float = 0.0
-    """Source's mean generation log-prob (HACPO's peer ratio)."""
-    capability_ratio: float = 1.0
-    """HACPO's clipped capability ratio of the response's source to the receiver, by which its loss scales the
-    advantage of a sent response."""
-    nll_only: bool = False
-    """SGT: enters only the supervised term."""
-
-
-@dataclass
-class Group:
-    prompt_index: int
-    rows: list[Row]
-    grafted: bool
+from graft.train.peers import PeerSource, PeerView
+from graft.train.rules import ADVANTAGES, TRANSFERS, Capability
+from graft.train.sampling import Rollout
 
 
 @dataclass
@@ -90,66 +72,74 @@ class ExchangeStats:
         }
 
 
-def select_prompts(
+def exchange(
     method: Method,
-    k: dict[str, torch.Tensor],
-    sizes: dict[str, int],
-    directions: list[tuple[str, str]],
-    generator: torch.Generator,
-) -> tuple[dict[tuple[str, str], torch.Tensor], dict[tuple[str, str], int]]:
-    """Selected prompts per direction (source, receiver) and the candidate counts; ``sizes``: each source's group
-    size, from its records (an archive's may differ from the receiver's).
+    peers: PeerSource,
+    step: int,
+    batch: list[Problem],
+    records: dict[str, StepRecords],
+    rollouts: dict[str, Rollout],
+    capabilities: dict[str, CapabilityTracker],
+    receivers: list[Learner],
+    *,
+    seed: int,
+    scoring: ScoringSettings,
+) -> dict[str, tuple[list[Group], dict]]:
+    """Every receiver's training groups at ``step`` and its exchange metrics, from every model's published
+    ``records`` (the same on every process), the receivers' own ``rollouts`` and each model's HACPO capability:
+    the peer source selects (the same decisions on every process), then each receiver of this process takes, scores
+    and weighs what is sent to it."""
+    views = peers.views(step, batch, records, capabilities)
+    out = {}
+    for learner in receivers:
+        view, rollout = views.get(learner.name), rollouts[learner.name]
+        t0 = time.perf_counter()
+        groups, stats = receive(
+            method,
+            learner.policy,
+            rollout,
+            view,
+            capability=capabilities[learner.name].value,
+            generator=generator(seed, "admit", step, learner.name),
+            scoring=scoring,
+            world=learner.world,
+        )
+        metrics = {**(view.metrics if view else {}), "scoring_s": time.perf_counter() - t0}
+        metrics |= {"candidates": view.candidates if view else 0, **stats.metrics()}
+        if view is not None:
+            own_fail = success_counts(rollout.records.rewards) == 0
+            metrics["all_fail"] = int(own_fail.sum())
+            # Figure 1: how many of the receiver's all-fail prompts the peer solved at least once
+            metrics["peer_solved_all_fail"] = int((own_fail & (success_counts(view.records.rewards) > 0)).sum())
+        out[learner.name] = groups, metrics
+    return out
 
-    Balancing needs both directions of a live pair; archive replay passes one direction and is unbalanced.
-    """
-    rule = SELECTIONS.of(method)
-    cand = {(src, recv): rule.candidates(k[recv], k[src], sizes[src]) for src, recv in directions}
-    counts = {d: int(c.sum()) for d, c in cand.items()}
-    if method.balanced:
-        (a, b) = directions[0]
-        if sorted(directions) != sorted([(a, b), (b, a)]):
-            raise ValueError("balanced exchange needs both directions of one pair")
-        sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
-        cand = {(a, b): sel_ab, (b, a): sel_ba}
-    size = next(iter(k.values())).numel()
-    selected = {d: rule.choose(chosen, size, generator) for d, chosen in cand.items()}
-    return selected, counts
 
-
-def build_groups(
+def receive(
     method: Method,
     receiver: Policy,
-    own: StepRecords,
-    peer: StepRecords | None,
+    rollout: Rollout,
+    view: PeerView | None,
     *,
-    selected: torch.Tensor | None,
-    prompt_texts: list[str],
+    capability: float,
     generator: torch.Generator,
     scoring: ScoringSettings,
-    capability: Capability | None,
     world: World = SINGLE,
 ) -> tuple[list[Group], ExchangeStats]:
-    """The receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants).
+    """One receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants): its own
+    trajectories, with the peer's sent ones where the method transfers them.
 
     Args:
-        own: the receiver's records; own.token_ids are in its vocabulary.
-        peer: the source's records for the same prompts, or None (plain GRPO).
-        selected: bool [G], prompts where the receiver takes the peer's responses.
-        prompt_texts: the receiver's prompt strings (its template applied), one per prompt.
-        capability: the receiver's and the source's HACPO capabilities; None without a peer.
+        rollout: the receiver's records and own trajectories; its tokenization.
+        view: what the receiver takes from its peer (the peer's records for the same prompts and the selection), or
+            None (plain GRPO).
+        capability: the receiver's HACPO capability (its peer's is the view's).
     """
     stats = ExchangeStats()
-    own_prompts = [receiver.encode(text) for text in prompt_texts]
-
-    def own_row(g: int, i: int, advantage: float) -> Row:
-        return Row(own_prompts[g], own.token_ids[g][i], own.behaviour_logprobs(g, i), advantage)
-
-    if peer is None or selected is None:
-        return [
-            Group(g, [own_row(g, i, float(own.advantages[g, i])) for i in range(own.n)], False)
-            for g in range(len(own.prompt_ids))
-        ], stats
-
+    own = rollout.records
+    if view is None:
+        return [Group(g, rows, False) for g, rows in enumerate(rollout.groups)], stats
+    peer, selected = view.records, view.selected
     if own.prompt_ids != peer.prompt_ids:
         raise ValueError(f"peer records of step {peer.step} are for other prompts than the receiver's batch")
     stats.selected = int(selected.sum())
@@ -161,10 +151,10 @@ def build_groups(
     # generation log-probs (docs/design.md section 10).
     trained = update.source_trained_logprobs
     src_mean = torch.tensor([peer.mean_logprob(g, i, trained=trained) for g, i in flat], dtype=torch.float32)
-    scored = score_and_gate(
+    gated = score_and_gate(
         method,
         receiver,
-        [prompt_texts[g] for g, _ in flat],
+        [rollout.prompt_texts[g] for g, _ in flat],
         [peer.texts[g][i] for g, i in flat],
         [not peer.truncated[g][i] for g, i in flat],
         src_mean,
@@ -173,52 +163,29 @@ def build_groups(
         world,
         old_logprobs=update.peer_old_logprobs,
     )
-    stats.truncated = scored.cut
-    stats.s_values = scored.s
-    weights = scored.weights
-    adv = advantage.advantages(own, peer, selected, capability)
-    own_adv, peer_adv = adv.own, adv.peer
+    stats.truncated = gated.cut
+    stats.s_values = gated.s
+    adv = advantage.advantages(own, peer, selected, Capability(capability, view.capability))
 
-    peer_rows: dict[int, list[Row]] = {}
-    for j, (g, i) in enumerate(flat):
+    peer_rows: dict[int, list[Trajectory]] = {}
+    for (g, i), row in zip(flat, gated.rows, strict=True):
         correct = bool(peer.rewards[g, i] > 0)
         stats.transferred += 1
         stats.correct_transferred += correct
-        w = float(weights[j])
-        if w <= 0:
+        if row.weight <= 0:
             continue
         stats.admitted += 1
         stats.correct_admitted += correct
-        stats.weights.append(w)
-        row = Row(
-            scored.prompt_ids[j],
-            scored.response_ids[j],
-            scored.old_logps[j],
-            float(peer_adv[g, i]),
-            weight=w,
-            is_peer=True,
-            src_mean_ll=float(scored.src_mean[j]),
-            capability_ratio=adv.capability_ratio,
-            nll_only=update.peer_nll_only,
-        )
+        stats.weights.append(row.weight)
+        row.advantage, row.capability_ratio = float(adv.peer[g, i]), adv.capability_ratio
+        row.nll_only = update.peer_nll_only
         peer_rows.setdefault(g, []).append(row)
 
     groups = []
-    for g in range(len(own.prompt_ids)):
+    for g, own_rows in enumerate(rollout.groups):
         grafted = bool(attach[g]) and g in sent
         keep = method.keep_own or not grafted
-        own_rows = [own_row(g, i, float(own_adv[g, i])) for i in range(own.n)] if keep else []
-        groups.append(Group(g, own_rows + peer_rows.get(g, []), grafted))
+        for i, row in enumerate(own_rows):
+            row.advantage = float(adv.own[g, i])
+        groups.append(Group(g, (own_rows if keep else []) + peer_rows.get(g, []), grafted))
     return [grp for grp in groups if grp.rows], stats
-
-
-def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:
-    """Replace an archive's stored rewards by re-verified ones and recompute its advantages on its own groups.
-
-    Returns the records and how many rewards changed.
-    """
-    new = torch.tensor(rewards, dtype=torch.float32).reshape(records.rewards.shape)
-    changed = int((new != records.rewards).sum())
-    records.rewards = new
-    records.advantages = group_advantages(new)
-    return records, changed

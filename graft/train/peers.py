@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from graft.algo import CapabilityTracker, group_selection, success_counts
+from graft.algo import CapabilityTracker, group_advantages, group_selection, success_counts
 from graft.data.imports import follows_prompts
 from graft.data.problems import Problem
 from graft.data.records import StepRecords, read_step
@@ -19,7 +19,7 @@ from graft.engine.reward import Grades
 from graft.errors import ConfigError
 from graft.methods import Method
 from graft.seeding import generator
-from graft.train.exchange import recompute_rewards, select_prompts
+from graft.train.rules import select_prompts
 
 
 @dataclass
@@ -109,6 +109,18 @@ class LiveGroup:
         return views
 
 
+def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:
+    """Replace an archive's stored rewards by re-verified ones and recompute its advantages on its own groups.
+
+    Returns the records and how many rewards changed.
+    """
+    new = torch.tensor(rewards, dtype=torch.float32).reshape(records.rewards.shape)
+    changed = int((new != records.rewards).sum())
+    records.rewards = new
+    records.advantages = group_advantages(new)
+    return records, changed
+
+
 class ArchivePeer:
     """One model replays other models' stored trajectories: one direction, unbalanced, rewards re-verified. With
     several archives each all-fail prompt takes one archive's group (``group_selection`` without balancing)."""
@@ -172,3 +184,7 @@ class ArchivePeer:
         capability = float(torch.stack([r.rewards.mean() for r in regraded]).mean())
         mixed = StepRecords.mix(regraded, pick, "peers")
         return {me: PeerView(mixed, source >= 0, candidates, capability, metrics)}
+
+
+PeerSource = NoPeer | LivePair | LiveGroup | ArchivePeer
+"""Where a run's receivers take transferred responses from (the method's ``peer``)."""

@@ -1,8 +1,8 @@
 """The exchange's rules, one registry per switch of ``graft.methods.Method``, as the policy losses are
-(graft.train.losses): which prompts transfer (``select``), what is sent for them (``transfer``) and with which
-advantages (``advantage``). Each entry adapts a pure function of ``graft.algo`` (the paper's equation it cites);
-the gate's registry lives beside the scoring it needs (graft.engine.transfer). CONTRIBUTING.md says how to add a
-rule.
+(graft.train.losses): which prompts transfer (``select``, applied to a pair's directions by ``select_prompts``),
+what is sent for them (``transfer``) and with which advantages (``advantage``). Each entry adapts a pure function
+of ``graft.algo`` (the paper's equation it cites); the gate's registry lives beside the scoring it needs
+(graft.engine.transfer). CONTRIBUTING.md says how to add a rule.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 
 from graft.algo import (
+    balanced_selection,
     capability_ratio,
     exchange_candidates,
     hacpo_advantages,
@@ -23,7 +24,7 @@ from graft.algo import (
     success_candidates,
 )
 from graft.data.records import StepRecords
-from graft.methods import Registry
+from graft.methods import Method, Registry
 
 SELECTIONS = Registry("select")
 """Which prompts transfer, by the method's ``select`` (``none``, plain GRPO, selects nothing and has no entry)."""
@@ -128,3 +129,29 @@ ADVANTAGES.register("source")(AdvantageRule(_source))
 ADVANTAGES.register("pooled")(AdvantageRule(_pooled))
 # HACPO keeps its configuration: peer responses on every prompt, zero advantage off the selection
 ADVANTAGES.register("hacpo")(AdvantageRule(_hacpo, every_prompt=True))
+
+
+def select_prompts(
+    method: Method,
+    k: dict[str, torch.Tensor],
+    sizes: dict[str, int],
+    directions: list[tuple[str, str]],
+    generator: torch.Generator,
+) -> tuple[dict[tuple[str, str], torch.Tensor], dict[tuple[str, str], int]]:
+    """Selected prompts per direction (source, receiver) and the candidate counts; ``sizes``: each source's group
+    size, from its records (an archive's may differ from the receiver's).
+
+    Balancing needs both directions of a live pair; archive replay passes one direction and is unbalanced.
+    """
+    rule = SELECTIONS.of(method)
+    cand = {(src, recv): rule.candidates(k[recv], k[src], sizes[src]) for src, recv in directions}
+    counts = {d: int(c.sum()) for d, c in cand.items()}
+    if method.balanced:
+        (a, b) = directions[0]
+        if sorted(directions) != sorted([(a, b), (b, a)]):
+            raise ValueError("balanced exchange needs both directions of one pair")
+        sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
+        cand = {(a, b): sel_ab, (b, a): sel_ba}
+    size = next(iter(k.values())).numel()
+    selected = {d: rule.choose(chosen, size, generator) for d, chosen in cand.items()}
+    return selected, counts

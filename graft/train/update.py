@@ -18,8 +18,8 @@ from graft.engine.deepspeed_engine import is_engine
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.scoring import ScoringSettings
+from graft.engine.trajectory import Trajectory
 from graft.methods import Method
-from graft.train.exchange import Row
 from graft.train.losses import UPDATES, LossBatch, policy_loss
 
 
@@ -30,12 +30,12 @@ def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.T
     return out
 
 
-def _kept_tokens(rows: list[Row]) -> int:
+def _kept_tokens(rows: list[Trajectory]) -> int:
     return sum(len(r.response_ids) for r in rows if r.weight > 0)
 
 
 def _logprobs(
-    model: torch.nn.Module, policy: Policy, rows: list[Row], settings: UpdateSettings
+    model: torch.nn.Module, policy: Policy, rows: list[Trajectory], settings: UpdateSettings
 ) -> tuple[torch.Tensor, torch.Tensor]:
     prompts, responses = [r.prompt_ids for r in rows], [r.response_ids for r in rows]
     return response_logprobs(
@@ -54,7 +54,7 @@ def _chunk_loss(
     policy: Policy,
     model: torch.nn.Module,
     ref_model: torch.nn.Module | None,
-    rows: list[Row],
+    rows: list[Trajectory],
     update_index: int,
     settings: UpdateSettings,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -81,7 +81,7 @@ def _chunk_loss(
 
 
 def plan_micro_batches(
-    rows: list[Row], world_size: int, max_rows: int, max_tokens: int | None = None, packed: bool = False
+    rows: list[Trajectory], world_size: int, max_rows: int, max_tokens: int | None = None, packed: bool = False
 ) -> list[list[list[int]]]:
     """Which rows each process runs in which forward pass: ``plan[rank][micro] = row indices``, from the rows'
     prompt + response lengths (graft.engine.batching.plan_passes: tokens balanced over the processes, the same
@@ -133,7 +133,7 @@ class _DeepSpeedStep:
 
 
 def _accumulate(
-    rows: list[Row],
+    rows: list[Trajectory],
     world: World,
     settings: UpdateSettings,
     loss_fn,
@@ -192,7 +192,7 @@ class UpdateTotals:
 
 
 def _accumulate_nll(
-    method: Method, policy: Policy, rows: list[Row], settings: UpdateSettings, world: World, stepper
+    method: Method, policy: Policy, rows: list[Trajectory], settings: UpdateSettings, world: World, stepper
 ) -> float:
     """Backward of SGT's supervised term (token-mean NLL per response, averaged over responses, times
     ``nll_coef``) over this process's share of ``rows``; returns this process's share of the mean NLL."""
@@ -214,7 +214,7 @@ def minibatch_update(
     method: Method,
     policy: Policy,
     optimizer,
-    rows: list[Row],
+    rows: list[Trajectory],
     *,
     settings: UpdateSettings,
     update_index: int = 0,

@@ -23,3 +23,15 @@ def records(model: str, rewards: list[list[float]]) -> StepRecords:
         advantages=group_advantages(r),
         truncated=[[False] * n for _ in range(g)],
     )
+
+
+def receive_from(method, receiver, own: StepRecords, peer: StepRecords, selected, texts, generator, scoring):
+    """``graft.train.exchange.receive`` of one receiver (its records ``own`` and prompt strings ``texts``) from the
+    records ``peer`` on the ``selected`` prompts, both models' capabilities 1: (groups, stats)."""
+    from graft.train.exchange import receive
+    from graft.train.peers import PeerView
+    from graft.train.sampling import Rollout, own_trajectories
+
+    rollout = Rollout(own, own_trajectories(own, [receiver.encode(text) for text in texts]), texts)
+    view = PeerView(peer, selected, int(selected.sum()), 1.0)
+    return receive(method, receiver, rollout, view, capability=1.0, generator=generator, scoring=scoring)

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 import torch
 from helpers.forced import FORCED, TEMPLATE
+from helpers.step_records import receive_from
 
 from graft.algo import success_counts
 from graft.config import ModelSpec, load_config
@@ -18,9 +19,8 @@ from graft.engine.scoring import ScoringSettings
 from graft.methods import get_method
 from graft.seeding import generator
 from graft.train import trainer
-from graft.train.exchange import build_groups, select_prompts
 from graft.train.request import TrainRequest
-from graft.train.rules import Capability
+from graft.train.rules import select_prompts
 from graft.train.trainer import Trainer
 
 SHIFT = 0.3
@@ -156,16 +156,15 @@ def test_a_fully_gated_prompt_leaves_no_group_and_the_update_count_stays(forced_
         return torch.zeros_like(recv_mean), torch.zeros_like(recv_mean)
 
     monkeypatch.setattr(transfer, "compatibility", gate_drops_all)
-    groups, stats = build_groups(
+    groups, stats = receive_from(
         method,
         b,
         rec["B"],
         rec["A"],
-        selected=chosen,
-        prompt_texts=texts,
-        generator=torch.Generator(),
-        scoring=ScoringSettings(),
-        capability=Capability(1.0, 1.0),
+        chosen,
+        texts,
+        torch.Generator(),
+        ScoringSettings(),
     )
     assert stats.admitted == 0 and stats.transferred > 0
     assert {g.prompt_index for g in groups} == set((~chosen).nonzero().flatten().tolist())

@@ -9,8 +9,7 @@ from helpers.step_records import records
 from graft.algo import pooled_advantages, success_counts
 from graft.methods import get_method
 from graft.seeding import generator
-from graft.train.exchange import select_prompts
-from graft.train.rules import ADVANTAGES, Capability
+from graft.train.rules import ADVANTAGES, Capability, select_prompts
 
 
 def test_pooled_groups_leave_unselected_prompts_as_plain_grpo():
