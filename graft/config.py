@@ -509,6 +509,11 @@ class WorkflowSpec:
         """The seeds ``method`` trains with on ``cell`` (``preset_seeds``)."""
         return preset_seeds(method, self.main_seeds, self.other_seeds, self.method_seeds, self.cell_seeds, cell, models)
 
+    def ablations_pair(self, pairs: dict[str, list[str]]) -> str | None:
+        """The pair the ablations run on, and the report's Table 2, clipping and cost tables and Figure 3a read:
+        ``ablation_pair``, else the first of ``pairs`` (None without pairs)."""
+        return self.ablation_pair or next(iter(pairs), None)
+
 
 @dataclass(frozen=True)
 class LoggingSpec:
@@ -715,8 +720,8 @@ class RunConfig:
         return limit or self.train.max_response_tokens
 
     def ablations_pair(self) -> str | None:
-        """The pair the ablations run on: workflow.ablation_pair, else the first pair (None without pairs)."""
-        return self.workflow.ablation_pair or next(iter(self.pairs), None)
+        """The pair the ablations run on (``WorkflowSpec.ablations_pair``)."""
+        return self.workflow.ablations_pair(self.pairs)
 
     def _check_members(self, where: str, members: list[str]) -> None:
         """A pair's or group's models are known, and the placement can give each an equal share of the job."""

@@ -159,6 +159,8 @@ def _check_method(m: Method) -> None:
         _fail("update", "'hacpo' and advantage 'hacpo' go together")
     if (m.update == "nll") != (m.transfer == "one_success"):
         _fail("update", "'nll' and transfer 'one_success' go together")
+    if m.update == "hacpo" and m.transfer != "group":
+        _fail("transfer", f"{m.transfer!r} is not allowed with update 'hacpo': the HACPO update transfers whole groups")
     if m.advantage in ("pooled", "hacpo") and not m.keep_own:
         _fail("keep_own", f"false is not allowed with advantage {m.advantage!r}: it pools the own group")
     if m.update == "nll" and not m.keep_own:
@@ -178,6 +180,31 @@ def group_problem(m: Method) -> str | None:
     if m.advantage != "source" or m.update not in ("clipped", "luffy"):
         return f"advantage {m.advantage!r} and update {m.update!r}: they combine exactly two groups"
     return None
+
+
+class Registry(dict):
+    """The entries of one switch of ``Method`` (its ``select``, ``transfer``, ``advantage``, ``gate``...), keyed by
+    the switch's values; the code that runs a method looks each rule up here, never by comparing the switch's
+    string (CONTRIBUTING.md, "Adding a rule")."""
+
+    def __init__(self, switch: str):
+        super().__init__()
+        self.switch = switch
+
+    def register(self, value: str):
+        """A decorator adding its function (or class) under ``value``, once."""
+
+        def add(entry):
+            if value in self:
+                raise ValueError(f"{self.switch} rule {value!r} is registered twice")
+            self[value] = entry
+            return entry
+
+        return add
+
+    def of(self, method: Method):
+        """The entry of ``method``'s value of this switch."""
+        return self[getattr(method, self.switch)]
 
 
 class Preset(NamedTuple):

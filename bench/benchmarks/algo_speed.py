@@ -30,6 +30,7 @@ from graft.algo import (
     sequence_ratio_objective,
     success_counts,
 )
+from graft.methods import Method
 from graft.results import write_text
 
 
@@ -65,14 +66,14 @@ def cases(g: torch.Generator):
         mask = torch.rand(b, t, generator=g) < 0.9
 
         def forward(fn=clipped_token_objective, logp=logp, old=old, adv=adv, w=w, mask=mask):
-            return fn(logp, old, adv, w, mask)
+            return fn(logp, old, adv, w, mask, Method.eps_low, Method.eps_high)
 
         def forward_backward(logp=logp, old=old, adv=adv, w=w, mask=mask):
-            loss, _ = clipped_token_objective(logp, old, adv, w, mask)
+            loss, _ = clipped_token_objective(logp, old, adv, w, mask, Method.eps_low, Method.eps_high)
             loss.backward()
 
         def seq(logp=logp, old=old, adv=adv, w=w, mask=mask):
-            return sequence_ratio_objective(logp, old, adv, w, mask)
+            return sequence_ratio_objective(logp, old, adv, w, mask, Method.eps_low, Method.eps_high)
 
         def mean_ll(logp=logp, mask=mask):
             return mean_token_logprob(logp.detach(), mask)

@@ -276,8 +276,8 @@ def mix_times(repeats: int) -> dict:
     from graft.engine.distributed import enable_gradient_checkpointing
     from graft.engine.logprobs import chunk_positions, chunked_token_logprobs
     from graft.engine.scoring import ScoringSettings, score_responses
+    from graft.engine.trajectory import Trajectory
     from graft.methods import get_method
-    from graft.train.exchange import Row
     from graft.train.update import UpdateSettings, minibatch_update
 
     g = torch.Generator().manual_seed(2)
@@ -295,7 +295,7 @@ def mix_times(repeats: int) -> dict:
     }
     method = get_method("grpo_n8")
     rows = [
-        Row(p, r, [-1.0] * len(r), advantage=1.0 if i % 2 else -1.0)
+        Trajectory(p, r, [-1.0] * len(r), advantage=1.0 if i % 2 else -1.0)
         for i, (p, r) in enumerate(zip(prompt_ids, response_ids, strict=True))
     ]
     scoring, updates = {}, {}

@@ -57,11 +57,11 @@ from graft.engine.packing import VARLEN
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.engine.rollout import HFRollout
+from graft.engine.trajectory import Trajectory
 from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
 from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.planning.step_time import GPU_CHECK_ARCHITECTURES, GPU_CHECK_ROW
-from graft.train.exchange import Row
 from graft.train.learner import compute_in
 from graft.train.update import UpdateSettings, minibatch_update
 
@@ -179,7 +179,7 @@ def measure_architecture(cfg, arch: str, model_config: dict, world: World, resul
     width = cfg.memory_prompt + cfg.memory_response
     rows = {"score": cfg.score_rows, "update": cfg.update_rows}
     batch = [
-        Row(p, r, [-12.0] * len(r), 1.0 if i % 2 else -1.0)
+        Trajectory(p, r, [-12.0] * len(r), 1.0 if i % 2 else -1.0)
         for i, (p, r) in enumerate(zip(prompts[: rows["update"]], responses[: rows["update"]], strict=True))
     ]
     settings = UpdateSettings(
@@ -554,13 +554,13 @@ def evaluation_phase(cfg, directory: Path, engines: list, world: World, results:
     engine.close()
 
 
-def training_rows(cfg, world: World) -> list[Row]:
+def training_rows(cfg, world: World) -> list[Trajectory]:
     g = torch.Generator().manual_seed(1)
     rows = []
     for i in range(cfg.train_rows * world.size):  # the job's whole minibatch; each process takes its share
         prompt = torch.randint(2, cfg.model["vocab_size"], (cfg.prompt_tokens,), generator=g).tolist()
         response = torch.randint(2, cfg.model["vocab_size"], (cfg.response_tokens,), generator=g).tolist()
-        rows.append(Row(prompt, response, [-12.0] * len(response), 1.0 if i % 2 else -1.0, is_peer=i % 4 == 0))
+        rows.append(Trajectory(prompt, response, [-12.0] * len(response), 1.0 if i % 2 else -1.0, is_peer=i % 4 == 0))
     return rows
 
 

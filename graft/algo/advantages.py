@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+ADVANTAGE_EPS = 1e-6
+"""epsilon_adv of Eq. 1, the normalisation stabiliser (1e-6 in the paper)."""
+
 
 def _as_float(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_floating_point() else x.to(torch.get_default_dtype())
@@ -21,7 +24,7 @@ def success_counts(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards > 0).sum(dim=-1)
 
 
-def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(rewards: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
     """GRPO advantage of each response within its group (paper Eq. 1).
 
     a_i = (r_i - mean(r)) / (std(r) + eps), with the unbiased std (as ``torch.std``). Zero-variance groups
@@ -29,7 +32,7 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
     Args:
         rewards: [G, n] rewards, one row per prompt group.
-        eps: the normalisation stabiliser epsilon_adv (1e-6 in the paper).
+        eps: the normalisation stabiliser epsilon_adv.
 
     Returns:
         [G, n] advantages in the rewards' floating dtype.
@@ -46,7 +49,7 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
 
 def pooled_advantages(
-    own_rewards: torch.Tensor, peer_rewards: torch.Tensor, eps: float = 1e-6
+    own_rewards: torch.Tensor, peer_rewards: torch.Tensor, eps: float = ADVANTAGE_EPS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages over the concatenated own and peer groups (paper Eq. 12, the "pooled groups" ablation).
 

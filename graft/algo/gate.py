@@ -48,7 +48,7 @@ def random_admission(
     valid: torch.Tensor,
     delta: float,
     generator: torch.Generator,
-    cap: float = 1.0,
+    cap: float,
 ) -> torch.Tensor:
     """Count-matched random admission (paper Appendix G, Eq. 11).
 

@@ -12,7 +12,7 @@ from collections import deque
 
 import torch
 
-from graft.algo.advantages import unbiased_std
+from graft.algo.advantages import ADVANTAGE_EPS, unbiased_std
 from graft.algo.gate import mean_token_logprob
 
 
@@ -53,7 +53,7 @@ def capability_ratio(p_num: float, p_den: float, low: float = 0.1, high: float =
 
 
 def hacpo_advantages(
-    own_rewards: torch.Tensor, peer_rewards: torch.Tensor, omega_own_peer: float, eps: float = 1e-6
+    own_rewards: torch.Tensor, peer_rewards: torch.Tensor, omega_own_peer: float, eps: float = ADVANTAGE_EPS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """HACPO's capability-aware advantage for learner k with peer j (HACPO Eqs. 5-6).
 
@@ -112,7 +112,7 @@ def hacpo_peer_objective(
     mask: torch.Tensor,
     src_mean_ll: torch.Tensor,
     advantages: torch.Tensor,
-    omega_src_learner: float,
+    omega_src_learner: float | torch.Tensor,
     lower: float,
 ) -> torch.Tensor:
     """Per-response objective on peer samples (HACPO Eq. 59 with alpha = 1), no min:
@@ -141,7 +141,7 @@ def hacpo_loss(
     is_peer: torch.Tensor,
     advantages: torch.Tensor,
     src_mean_ll: torch.Tensor,
-    omega_src_learner: float,
+    omega_src_learner: float | torch.Tensor,
     update_index: int,
     *,
     clip_low: float,
@@ -160,6 +160,7 @@ def hacpo_loss(
         logp, old_logp, ref_logp, mask: [B, T] under the learner's tokenization; old_logp of peer
             rows is unused.
         is_peer: bool [B]; advantages [B] (peer ones unscaled); src_mean_ll [B] (own rows unused).
+        omega_src_learner: omega_jk, one for every row or [B] (own rows unused).
         update_index: m, the minibatch update's index within the step.
     """
     keep = mask.bool()

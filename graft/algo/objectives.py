@@ -91,8 +91,8 @@ def clipped_token_objective(
     advantages: torch.Tensor,
     weights: torch.Tensor,
     mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
+    eps_low: float,
+    eps_high: float,
     *,
     is_peer: torch.Tensor | None = None,
     dual_clip: float | None = None,
@@ -128,8 +128,8 @@ def sequence_ratio_objective(
     advantages: torch.Tensor,
     weights: torch.Tensor,
     mask: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
+    eps_low: float,
+    eps_high: float,
     *,
     is_peer: torch.Tensor | None = None,
     dual_clip: float | None = None,
@@ -161,7 +161,7 @@ def sequence_ratio_objective(
     return _weighted_token_mean(per_token, clipped, weights.detach(), mask, is_peer)
 
 
-def luffy_shaping(prob: torch.Tensor, gamma: float = 0.1) -> torch.Tensor:
+def luffy_shaping(prob: torch.Tensor, gamma: float) -> torch.Tensor:
     """LUFFY's regularised importance shaping f(x) = x / (x + gamma) (Yan et al., 2025)."""
     return prob / (prob + gamma)
 
@@ -173,9 +173,10 @@ def luffy_objective(
     weights: torch.Tensor,
     mask: torch.Tensor,
     is_peer: torch.Tensor,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
-    gamma: float = 0.1,
+    eps_low: float,
+    eps_high: float,
+    *,
+    gamma: float,
     dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, Stats]:
     """ "LUFFY update" on GRAFT's selection (paper Appendix G).

@@ -77,7 +77,7 @@ PEER_CHOICES = ("most_successes", "random")
 
 def group_selection(
     k: torch.Tensor,
-    n: int,
+    n: int | torch.Tensor,
     balanced: bool = True,
     choice: str = "most_successes",
     generator: torch.Generator | None = None,
@@ -101,7 +101,7 @@ def group_selection(
 
     Args:
         k: [K, G] success counts of each model on each prompt of the step.
-        n: group size.
+        n: group size, or [K] each model's (an archive's may differ from the receiver's).
 
     Returns:
         long [K, G]: the source model's index for each (receiver, prompt), -1 where it takes no peer group.
@@ -109,7 +109,7 @@ def group_selection(
     if choice not in PEER_CHOICES:
         raise ValueError(f"choice must be one of {PEER_CHOICES}, got {choice!r}")
     models = k.shape[0]
-    mixed = (k >= 1) & (k < n)
+    mixed = (k >= 1) & (k < torch.as_tensor(n).reshape(-1, 1))
     cand = (k == 0)[:, None, :] & mixed[None, :, :]  # [receiver, source, G]; r == s never: k_r = 0 is not mixed
     if choice == "most_successes":
         score = torch.where(cand, k[None, :, :].to(torch.float32), -1.0)

@@ -3,7 +3,7 @@ policy (the first term of paper Eq. 7, and the rho denominator of Eq. 9 for graf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -29,15 +29,10 @@ class ScoringSettings:
     """The receiver's response limit: every method cuts re-tokenized peer responses to it. None: no cut."""
 
     @classmethod
-    def from_train(cls, train: TrainSpec) -> ScoringSettings:
-        return cls(
-            train.temperature,
-            train.micro_batch,
-            train.micro_batch_tokens,
-            train.logits_chunk_mib,
-            train.packing,
-            train.max_response_tokens,
-        )
+    def from_train(cls, train: TrainSpec):
+        """The settings of this class (or a subclass: graft.train.update.UpdateSettings) from the ``train``
+        section, each field read from the section's field of the same name."""
+        return cls(**{f.name: getattr(train, f.name) for f in fields(cls)})
 
 
 def retokenize(policy: Policy, prompt_text: str, response: str, generated_eos: bool) -> tuple[list[int], list[int]]:

@@ -8,20 +8,23 @@ success, the selection after balancing, and how the compatibility gate would tre
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
 
-from graft.algo import balanced_selection, compatibility, exchange_candidates, success_counts
+from graft.algo import balanced_selection, exchange_candidates, group_advantages, success_counts
 from graft.config import RunConfig
 from graft.data.problems import Problem
+from graft.data.records import StepRecords
 from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout
-from graft.engine.scoring import ScoringSettings, score_peer_responses
+from graft.engine.scoring import ScoringSettings
+from graft.engine.transfer import score_and_gate
 from graft.errors import ConfigError
-from graft.methods import Method
-from graft.seeding import derive
+from graft.methods import PRESETS, Method
+from graft.seeding import derive, generator
 
 
 def _quantiles(values: torch.Tensor) -> dict[str, float] | None:
@@ -47,52 +50,83 @@ def analyse(
     """Sample, grade and score; returns a JSON-ready report for the two policies.
 
     ``sets`` labels each problem with the benchmark it came from, for per-set accuracies. ``scoring``: how a
-    receiver scores the peer's responses (its forward passes' budgets); None: the defaults at ``temperature``.
+    receiver scores the peer's responses (its forward passes' budgets, its length limit); None: the defaults at
+    ``temperature``.
     """
     scoring = scoring or ScoringSettings(temperature=temperature)
-    a, b = policies
-    samples, rewards = {}, {}
+    records = {}
     for pol in policies:
         prompts = [pol.encode(pol.prompt_text(p.problem)) for p in problems]
         rollout = HFRollout(pol, max_new_tokens, temperature, top_p)
-        samples[pol.name] = rollout.generate(prompts, n, seed=derive(seed, "complementarity", pol.name))
-        texts = [s.text for group in samples[pol.name] for s in group]
-        grades = grader.grade(texts, [p.answer for p in problems for _ in range(n)])
-        rewards[pol.name] = torch.tensor(grades.rewards).reshape(len(problems), n)
-    k = {name: success_counts(r) for name, r in rewards.items()}
-    cand = {
-        (a.name, b.name): exchange_candidates(k[b.name], k[a.name], n),
-        (b.name, a.name): exchange_candidates(k[a.name], k[b.name], n),
-    }
-    sel_ab, sel_ba = balanced_selection(cand[(a.name, b.name)], k[a.name], cand[(b.name, a.name)], k[b.name])
-    selected = {(a.name, b.name): sel_ab, (b.name, a.name): sel_ba}
-    report: dict = {
-        "prompts": len(problems),
-        "n": n,
-        "delta": delta,
-        "accuracy": {name: round(float(r.mean()), 4) for name, r in rewards.items()},
-        "directions": {},
-    }
+        samples = rollout.generate(prompts, n, seed=derive(seed, "complementarity", pol.name))
+        grades = grader.grade(
+            [s.text for group in samples for s in group], [p.answer for p in problems for _ in range(n)]
+        )
+        rewards = torch.tensor(grades.rewards).reshape(len(problems), n)
+        records[pol.name] = StepRecords(
+            model=pol.name,
+            step=0,
+            prompt_ids=[p.id for p in problems],
+            texts=[[s.text for s in group] for group in samples],
+            token_ids=[[s.token_ids for s in group] for group in samples],
+            logprobs=[[s.logprobs for s in group] for group in samples],
+            rewards=rewards,
+            advantages=group_advantages(rewards),
+            truncated=[[s.truncated for s in group] for group in samples],
+        )
+    method = dataclasses.replace(PRESETS["graft"].method, n=n, delta=delta)
+    report = exchange_report(policies, problems, records, method, scoring, seed)
     if sets is not None:
         labels = sorted(set(sets), key=sets.index)
         report["accuracy_by_set"] = {
             label: {
-                name: round(float(r[torch.tensor([s == label for s in sets])].mean()), 4) for name, r in rewards.items()
+                name: round(float(r.rewards[torch.tensor([s == label for s in sets])].mean()), 4)
+                for name, r in records.items()
             }
             for label in labels
         }
+    return report
+
+
+def exchange_report(
+    policies: list[Policy],
+    problems: list[Problem],
+    records: dict[str, StepRecords],
+    method: Method,
+    scoring: ScoringSettings,
+    seed: int,
+    step: int = 0,
+) -> dict:
+    """What GRAFT's exchange makes of two models' records of one step's ``problems``, per direction: the
+    candidates, the balanced selection, and what the receiver's gate admits of the transferred responses, scored
+    and gated by the function training calls (graft.engine.transfer.score_and_gate)."""
+    a, b = (p.name for p in policies)
+    k = {name: success_counts(r.rewards) for name, r in records.items()}
+    cand = {
+        (a, b): exchange_candidates(k[b], k[a], records[a].n),
+        (b, a): exchange_candidates(k[a], k[b], records[b].n),
+    }
+    sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
+    selected = {(a, b): sel_ab, (b, a): sel_ba}
+    report: dict = {
+        "prompts": len(problems),
+        "n": method.n,
+        "delta": method.delta,
+        "accuracy": {name: round(float(r.rewards.mean()), 4) for name, r in records.items()},
+        "directions": {},
+    }
     by_name = {p.name: p for p in policies}
     for (src, recv), chosen in selected.items():
         report["directions"][f"{src}->{recv}"] = _direction(
             by_name[recv],
             problems,
-            src_samples=samples[src],
-            src_rewards=rewards[src],
+            src=records[src],
             k_recv=k[recv],
             candidates=cand[(src, recv)],
             chosen=chosen,
+            method=method,
             scoring=scoring,
-            delta=delta,
+            generator=generator(seed, "admit", step, recv),
         )
     return report
 
@@ -101,32 +135,32 @@ def _direction(
     receiver: Policy,
     problems: list[Problem],
     *,
-    src_samples: list,
-    src_rewards: torch.Tensor,
+    src: StepRecords,
     k_recv: torch.Tensor,
     candidates: torch.Tensor,
     chosen: torch.Tensor,
+    method: Method,
     scoring: ScoringSettings,
-    delta: float,
+    generator: torch.Generator,
 ) -> dict:
     """One direction's figures: the receiver's all-fail prompts, what the source has for them, and how the gate
     treats the responses that balancing would transfer."""
-    n = src_rewards.shape[1]
-    k_src = success_counts(src_rewards)
+    k_src = success_counts(src.rewards)
     all_fail = k_recv == 0
-    flat = [(g, i) for g in chosen.nonzero().flatten().tolist() for i in range(n)]
-    texts = [receiver.prompt_text(problems[g].problem) for g, _ in flat]
-    responses = [src_samples[g][i] for g, i in flat]
-    if flat:
-        _, _, _, recv_mean = score_peer_responses(
-            receiver, texts, [s.text for s in responses], [not s.truncated for s in responses], scoring
-        )
-    else:
-        recv_mean = torch.zeros(0)
-    src_mean = torch.tensor([sum(s.logprobs) / max(len(s.logprobs), 1) for s in responses])
-    s, w = compatibility(recv_mean, src_mean, delta, Method.cap)
-    correct = torch.tensor([bool(src_rewards[g, i] > 0) for g, i in flat], dtype=torch.bool)
-    passed = s > delta
+    flat = [(g, i) for g in chosen.nonzero().flatten().tolist() for i in range(src.n)]
+    gated = score_and_gate(
+        method,
+        receiver,
+        [receiver.prompt_text(problems[g].problem) for g, _ in flat],
+        [src.texts[g][i] for g, i in flat],
+        [not src.truncated[g][i] for g, i in flat],
+        torch.tensor([src.mean_logprob(g, i) for g, i in flat], dtype=torch.float32),
+        scoring,
+        generator,
+    )
+    s, w = torch.tensor(gated.s), torch.tensor([row.weight for row in gated.rows])
+    correct = torch.tensor([bool(src.rewards[g, i] > 0) for g, i in flat], dtype=torch.bool)
+    passed = w > 0
     n_fail = int(all_fail.sum())
     return {
         "all_fail": n_fail,
@@ -136,6 +170,8 @@ def _direction(
         "candidates": int(candidates.sum()),
         "selected_after_balancing": int(chosen.sum()),
         "would_transfer": len(flat),
+        "admitted": int(passed.sum()),
+        "truncated": gated.cut,
         "gate_pass_rate": round(float(passed.float().mean()), 4) if flat else None,
         "gate_pass_rate_correct": round(float(passed[correct].float().mean()), 4) if correct.any() else None,
         "gate_pass_rate_incorrect": round(float(passed[~correct].float().mean()), 4) if (~correct).any() else None,

@@ -61,30 +61,37 @@ def _selected_runs(ctx: ReportContext, runs: list[tuple[str, str, str]]) -> list
     return found
 
 
+def figure3a_points(ctx: ReportContext) -> tuple[str, dict[str, tuple[float, float]]]:
+    """Figure 3a's pair (the ablation pair) and, per method with every first run selected, the hours to the
+    selected checkpoints of both models and their pair-mean score."""
+    pair, (a, b) = ctx.ablation_pair()
+    points = {}
+    for method in ("grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds"):
+        sel = _selected_runs(ctx, [(method, m, m) for m in (a, b)])
+        if sel:
+            cost = sum(cost_to(ctx.metrics(method, s.cell, [s.seed]), s.step) for s in sel)
+            points[method] = (cost, statistics.fmean(s.average for s in sel))
+    for method in ("graft", "hacpo", "sgt"):
+        sel = _selected_runs(ctx, [(method, pair, m) for m in (a, b)])
+        if sel:
+            last = max(s.step for s in sel)  # the joint run up to the later checkpoint
+            points[method] = (
+                cost_to(ctx.metrics(method, pair, [sel[0].seed]), last),
+                statistics.fmean(s.average for s in sel),
+            )
+    sel = _selected_runs(ctx, [("replay", replay_cell(m, p), m) for m, p in ((a, b), (b, a))])
+    if sel:
+        cost = sum(cost_to(ctx.metrics("replay", s.cell, [s.seed]), s.step) for s in sel)
+        points["replay"] = (cost, statistics.fmean(s.average for s in sel))
+    return pair, points
+
+
 def figure3a(ctx: ReportContext, out: Path) -> Path:
-    """Pair 1: pair-mean score of the selected checkpoints against the cost of obtaining both models (each cell's
-    first run, as in Table 1)."""
+    """The ablation pair (the paper's Pair 1): pair-mean score of the selected checkpoints against the cost of
+    obtaining both models (each cell's first run, as in Table 1)."""
     fig, ax = plt.subplots(figsize=(5, 3.6))
     if ctx.pairs:
-        pair, (a, b) = next(iter(ctx.pairs.items()))
-        points = {}
-        for method in ("grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds"):
-            sel = _selected_runs(ctx, [(method, m, m) for m in (a, b)])
-            if sel:
-                cost = sum(cost_to(ctx.metrics(method, s.cell, [s.seed]), s.step) for s in sel)
-                points[method] = (cost, statistics.fmean(s.average for s in sel))
-        for method in ("graft", "hacpo", "sgt"):
-            sel = _selected_runs(ctx, [(method, pair, m) for m in (a, b)])
-            if sel:
-                last = max(s.step for s in sel)  # the joint run up to the later checkpoint
-                points[method] = (
-                    cost_to(ctx.metrics(method, pair, [sel[0].seed]), last),
-                    statistics.fmean(s.average for s in sel),
-                )
-        sel = _selected_runs(ctx, [("replay", replay_cell(m, p), m) for m, p in ((a, b), (b, a))])
-        if sel:
-            cost = sum(cost_to(ctx.metrics("replay", s.cell, [s.seed]), s.step) for s in sel)
-            points["replay"] = (cost, statistics.fmean(s.average for s in sel))
+        pair, points = figure3a_points(ctx)
         # tiny CPU runs take minutes, not hours: plot minutes so the axis stays readable
         minutes = bool(points) and max(x for x, _ in points.values()) < 1.0
         if minutes:

@@ -120,6 +120,12 @@ class ReportContext:
         agg = self.cell(method, cell, model, column)
         return SeedAggregate(agg.selected[agg.selected.seed == self.first_seed(method, cell, model)], column)
 
+    def ablation_pair(self) -> tuple[str, list[str]]:
+        """The pair the workflow trained the ablations on (``WorkflowSpec.ablations_pair``), with its members: the
+        paper's Pair 1, which Table 2, the clipping and cost tables, the findings and Figure 3a read."""
+        pair = self.workflow.ablations_pair(self.pairs)
+        return pair, self.pairs[pair]
+
     def paper(self, model: str) -> str | None:
         return self.paper_models.get(model)
 
@@ -253,7 +259,7 @@ ABLATION_ROWS = [name for name, p in PRESETS.items() if p.table in ("2a", "2b", 
 
 
 def table2(ctx: ReportContext) -> Table:
-    pair_name, members = next(iter(ctx.pairs.items()))
+    pair_name, members = ctx.ablation_pair()
     header = ["variant", "table"]
     for model in members:
         header += [f"{model} avg", f"{model} Δ vs GRAFT", f"{model} paper avg", f"{model} paper Δ"]
@@ -324,7 +330,7 @@ def table_selection(ctx: ReportContext) -> Table:
 
 
 def table_clipping(ctx: ReportContext, seeds: list[int]) -> Table:
-    pair_name, members = next(iter(ctx.pairs.items()))
+    pair_name, members = ctx.ablation_pair()
     header = ["position", "model", "clipped own tokens (%)", "clipped peer tokens (%)"]
     rows = []
     for method in ("graft", "graft_peer_first", "graft_uniform"):
@@ -421,7 +427,7 @@ def _percent(part: float, whole: float) -> float | None:
     return 100.0 * part / whole if whole else None
 
 
-# (finding, method and cell kind, baseline and cell kind): "pair", "model" or "replay" cells of the first pair
+# (finding, method and cell kind, baseline and cell kind): "pair", "model" or "replay" cells of the ablation pair
 FINDINGS = (
     ("GRAFT above GRPO n=8", ("graft", "pair"), ("grpo_n8", "model")),
     ("stored trajectories above GRPO n=8", ("replay", "replay"), ("grpo_n8", "model")),
@@ -434,10 +440,10 @@ FINDINGS = (
 
 
 def table_findings(ctx: ReportContext) -> Table:
-    """The paper's claims on the first pair, each as ours (difference, interval) beside the paper's difference,
-    and whether the two point the same way; an interval that holds 0 does not count as agreeing. Each difference
-    is over the seeds both of its cells ran (``on_common_seeds``)."""
-    pair, members = next(iter(ctx.pairs.items()))
+    """The paper's claims on the ablation pair (the paper's Pair 1), each as ours (difference, interval) beside
+    the paper's difference, and whether the two point the same way; an interval that holds 0 does not count as
+    agreeing. Each difference is over the seeds both of its cells ran (``on_common_seeds``)."""
+    pair, members = ctx.ablation_pair()
     header = ["finding", "model", "ours Δ", "Δ 95% CI", "paper Δ", "same direction"]
     rows = []
     for finding, (method, kind), (base_method, base_kind) in FINDINGS:
@@ -482,11 +488,11 @@ COST_ROWS = ("grpo_n8", "grpo_n16", "grpo_n32", "grpo_n8_ds", "hacpo", "sgt", "g
 
 
 def table_cost(ctx: ReportContext) -> Table:
-    """The paper's Table 5 on the first pair: each model's score and the hours to its selected checkpoint and to
-    the end of the run, both models' cost (the later checkpoint of a joint run; the sum of two single-model
-    runs), and the responses sampled, beside the paper's both-model cost. First training runs; hours are
-    GPU-hours where the jobs had GPUs, else wall hours."""
-    pair, (a, b) = next(iter(ctx.pairs.items()))
+    """The paper's Table 5 on the ablation pair (the paper's Pair 1): each model's score and the hours to its
+    selected checkpoint and to the end of the run, both models' cost (the later checkpoint of a joint run; the sum
+    of two single-model runs), and the responses sampled, beside the paper's both-model cost. First training runs;
+    hours are GPU-hours where the jobs had GPUs, else wall hours."""
+    pair, (a, b) = ctx.ablation_pair()
     header = ["method"]
     for model in (a, b):
         header += [f"{model} avg", f"{model} h to ckpt", f"{model} h full"]

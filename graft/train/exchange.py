@@ -1,58 +1,35 @@
-"""From published trajectory records to a receiver's training groups, as a method preset prescribes.
+"""The exchange of one step: from what every model published to each receiver's training groups, as the method
+prescribes (docs/design.md section 4). The trainer enters it once per step (``exchange``).
 
-This is where the switches of ``graft.methods.Method`` meet the algorithm layer: which prompts transfer
-(selection and balancing), what is sent (whole group, successes, one success), with which advantages (source,
-pooled, HACPO) and weights (gate, random admission), re-tokenized and scored by the receiver. The peer is a
-source of ``StepRecords``, either a co-trained model of the same run or an archive; both take this one path.
+Here the switches of ``graft.methods.Method`` meet their rules (graft.train.rules, graft.engine.transfer,
+graft.train.losses): which prompts transfer (selection and balancing, by the peer source: graft.train.peers), what
+is sent (whole group, successes, one success), weighed by the receiver's gate after re-tokenization and scoring,
+with which advantages (source, pooled, HACPO). A peer is a co-trained model of the same run or an archive; both
+take this one path.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from graft.algo import (
-    balanced_selection,
-    compatibility,
-    exchange_candidates,
-    group_advantages,
-    hacpo_advantages,
-    pooled_advantages,
-    random_admission,
-    random_prompt_selection,
-    sample_one_success,
-    success_candidates,
-)
+from graft.algo import CapabilityTracker, success_counts
+from graft.data.problems import Problem
 from graft.data.records import StepRecords
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy
-from graft.engine.scoring import ScoringSettings, cut_to_limit, retokenize_all, score_responses
+from graft.engine.scoring import ScoringSettings
+from graft.engine.trajectory import Group, Trajectory
+from graft.engine.transfer import score_and_gate
 from graft.methods import Method
-
-
-@dataclass
-class Row:
-    """One response as the receiver trains on it (receiver tokenization)."""
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    old_logp: list[float]
-    """Receiver behaviour-policy log-probs (generation log-probs for own responses)."""
-    advantage: float
-    weight: float = 1.0
-    is_peer: bool = False
-    src_mean_ll: float = 0.0
-    """Source's mean generation log-prob (HACPO's peer ratio)."""
-    nll_only: bool = False
-    """SGT: enters only the supervised term."""
-
-
-@dataclass
-class Group:
-    prompt_index: int
-    rows: list[Row]
-    grafted: bool
+from graft.seeding import generator
+from graft.train.learner import Learner
+from graft.train.losses import UPDATES
+from graft.train.peers import PeerSource, PeerView
+from graft.train.rules import ADVANTAGES, TRANSFERS, Capability
+from graft.train.sampling import Rollout
 
 
 @dataclass
@@ -95,206 +72,120 @@ class ExchangeStats:
         }
 
 
-def select_prompts(
-    method: Method, k: dict[str, torch.Tensor], n: int, directions: list[tuple[str, str]], generator: torch.Generator
-) -> tuple[dict[tuple[str, str], torch.Tensor], dict[tuple[str, str], int]]:
-    """Selected prompts per direction (source, receiver) and the candidate counts.
+def exchange(
+    method: Method,
+    peers: PeerSource,
+    step: int,
+    batch: list[Problem],
+    records: dict[str, StepRecords],
+    rollouts: dict[str, Rollout],
+    capabilities: dict[str, CapabilityTracker],
+    receivers: list[Learner],
+    *,
+    seed: int,
+    scoring: ScoringSettings,
+) -> dict[str, tuple[list[Group], dict]]:
+    """Every receiver's training groups at ``step`` and its exchange metrics, from every model's published
+    ``records`` (the same on every process), the receivers' own ``rollouts`` and each model's HACPO capability:
+    the peer source selects (the same decisions on every process), then each receiver of this process takes, scores
+    and weighs what is sent to it."""
+    views = peers.views(step, batch, records, capabilities)
+    out = {}
+    for learner in receivers:
+        view, rollout = views.get(learner.name), rollouts[learner.name]
+        t0 = time.perf_counter()
+        groups, stats = receive(
+            method,
+            learner.policy,
+            rollout,
+            view,
+            capability=capabilities[learner.name].value,
+            generator=generator(seed, "admit", step, learner.name),
+            scoring=scoring,
+            world=learner.world,
+        )
+        metrics = {**(view.metrics if view else {}), "scoring_s": time.perf_counter() - t0}
+        metrics |= {"candidates": view.candidates if view else 0, **stats.metrics()}
+        if view is not None:
+            own_fail = success_counts(rollout.records.rewards) == 0
+            metrics["all_fail"] = int(own_fail.sum())
+            # Figure 1: how many of the receiver's all-fail prompts the peer solved at least once
+            metrics["peer_solved_all_fail"] = int((own_fail & (success_counts(view.records.rewards) > 0)).sum())
+        out[learner.name] = groups, metrics
+    return out
 
-    Balancing needs both directions of a live pair; archive replay passes one direction and is unbalanced.
-    """
-    cand: dict[tuple[str, str], torch.Tensor] = {}
-    for src, recv in directions:
-        rule = success_candidates(k[recv], k[src]) if method.select == "any_success" else None
-        cand[(src, recv)] = rule if rule is not None else exchange_candidates(k[recv], k[src], n)
-    counts = {d: int(c.sum()) for d, c in cand.items()}
-    if method.balanced:
-        (a, b) = directions[0]
-        if sorted(directions) != sorted([(a, b), (b, a)]):
-            raise ValueError("balanced exchange needs both directions of one pair")
-        sel_ab, sel_ba = balanced_selection(cand[(a, b)], k[a], cand[(b, a)], k[b])
-        selected = {(a, b): sel_ab, (b, a): sel_ba}
-    else:
-        selected = dict(cand)
-    if method.select == "random_prompts":
-        size = next(iter(k.values())).numel()
-        selected = {d: random_prompt_selection(int(s.sum()), size, generator) for d, s in selected.items()}
-    elif method.select == "all":
-        selected = {d: torch.ones_like(s) for d, s in selected.items()}
-    return selected, counts
 
-
-def build_groups(
+def receive(
     method: Method,
     receiver: Policy,
-    own: StepRecords,
-    peer: StepRecords | None,
+    rollout: Rollout,
+    view: PeerView | None,
     *,
-    selected: torch.Tensor | None,
-    prompt_texts: list[str],
+    capability: float,
     generator: torch.Generator,
     scoring: ScoringSettings,
-    omega_own_peer: float = 1.0,
     world: World = SINGLE,
 ) -> tuple[list[Group], ExchangeStats]:
-    """The receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants).
+    """One receiver's training groups for one step (Algorithm 1 lines 17-29 and the presets' variants): its own
+    trajectories, with the peer's sent ones where the method transfers them.
 
     Args:
-        own: the receiver's records; own.token_ids are in its vocabulary.
-        peer: the source's records for the same prompts, or None (plain GRPO).
-        selected: bool [G], prompts where the receiver takes the peer's responses.
-        prompt_texts: the receiver's prompt strings (its template applied), one per prompt.
-        omega_own_peer: HACPO's clipped capability ratio P_receiver / P_source.
+        rollout: the receiver's records and own trajectories; its tokenization.
+        view: what the receiver takes from its peer (the peer's records for the same prompts and the selection), or
+            None (plain GRPO).
+        capability: the receiver's HACPO capability (its peer's is the view's).
     """
     stats = ExchangeStats()
-    own_prompts = [receiver.encode(text) for text in prompt_texts]
-
-    def own_row(g: int, i: int, advantage: float) -> Row:
-        return Row(own_prompts[g], own.token_ids[g][i], own.behaviour_logprobs(g, i), advantage)
-
-    if peer is None or selected is None:
-        return [
-            Group(g, [own_row(g, i, float(own.advantages[g, i])) for i in range(own.n)], False)
-            for g in range(len(own.prompt_ids))
-        ], stats
-
+    own = rollout.records
+    if view is None:
+        return [Group(g, rows, False) for g, rows in enumerate(rollout.groups)], stats
+    peer, selected = view.records, view.selected
     if own.prompt_ids != peer.prompt_ids:
         raise ValueError(f"peer records of step {peer.step} are for other prompts than the receiver's batch")
     stats.selected = int(selected.sum())
-    # HACPO keeps its configuration: peer responses on every prompt, zero advantage off the selection.
-    attach = torch.ones_like(selected) if method.update == "hacpo" else selected
-    sent = _sent_responses(method, peer, attach, generator)
+    advantage, update = ADVANTAGES.of(method), UPDATES.of(method)
+    attach = torch.ones_like(selected) if advantage.every_prompt else selected
+    sent = TRANSFERS.of(method)(peer, attach, generator)
     flat = [(g, i) for g, items in sent.items() for i in items]
-    scored = _score(method, receiver, peer, flat, prompt_texts, scoring, world)
-    stats.truncated = scored.cut
-    weights = _weights(method, scored, generator, stats)
-    own_adv, peer_adv = receiver_advantages(method, own, peer, selected, omega_own_peer)
+    # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
+    # generation log-probs (docs/design.md section 10).
+    trained = update.source_trained_logprobs
+    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=trained) for g, i in flat], dtype=torch.float32)
+    gated = score_and_gate(
+        method,
+        receiver,
+        [rollout.prompt_texts[g] for g, _ in flat],
+        [peer.texts[g][i] for g, i in flat],
+        [not peer.truncated[g][i] for g, i in flat],
+        src_mean,
+        scoring,
+        generator,
+        world,
+        old_logprobs=update.peer_old_logprobs,
+    )
+    stats.truncated = gated.cut
+    stats.s_values = gated.s
+    adv = advantage.advantages(own, peer, selected, Capability(capability, view.capability))
 
-    peer_rows: dict[int, list[Row]] = {}
-    for j, (g, i) in enumerate(flat):
+    peer_rows: dict[int, list[Trajectory]] = {}
+    for (g, i), row in zip(flat, gated.rows, strict=True):
         correct = bool(peer.rewards[g, i] > 0)
         stats.transferred += 1
         stats.correct_transferred += correct
-        w = float(weights[j])
-        if w <= 0:
+        if row.weight <= 0:
             continue
         stats.admitted += 1
         stats.correct_admitted += correct
-        stats.weights.append(w)
-        row = Row(
-            scored.prompt_ids[j],
-            scored.response_ids[j],
-            scored.old_logps[j],
-            float(peer_adv[g, i]),
-            weight=w,
-            is_peer=True,
-            src_mean_ll=float(scored.src_mean[j]),
-            nll_only=method.update == "nll",
-        )
+        stats.weights.append(row.weight)
+        row.advantage, row.capability_ratio = float(adv.peer[g, i]), adv.capability_ratio
+        row.nll_only = update.peer_nll_only
         peer_rows.setdefault(g, []).append(row)
 
     groups = []
-    for g in range(len(own.prompt_ids)):
+    for g, own_rows in enumerate(rollout.groups):
         grafted = bool(attach[g]) and g in sent
         keep = method.keep_own or not grafted
-        own_rows = [own_row(g, i, float(own_adv[g, i])) for i in range(own.n)] if keep else []
-        groups.append(Group(g, own_rows + peer_rows.get(g, []), grafted))
+        for i, row in enumerate(own_rows):
+            row.advantage = float(adv.own[g, i])
+        groups.append(Group(g, (own_rows if keep else []) + peer_rows.get(g, []), grafted))
     return [grp for grp in groups if grp.rows], stats
-
-
-def _sent_responses(
-    method: Method, peer: StepRecords, attach: torch.Tensor, generator: torch.Generator
-) -> dict[int, list[int]]:
-    """Which of the peer's responses are sent, per prompt: the whole group, its successes, or one success."""
-    if method.transfer == "one_success":
-        choice = sample_one_success(peer.rewards, attach, generator)
-        return {g: [int(choice[g])] for g in range(len(choice)) if choice[g] >= 0}
-    sent = {}
-    for g in attach.nonzero().flatten().tolist():
-        rows = range(peer.n)
-        sent[g] = [i for i in rows if peer.rewards[g, i] > 0] if method.transfer == "success_only" else list(rows)
-    return sent
-
-
-@dataclass
-class _Scored:
-    """Transferred responses under the receiver's tokenization, with its behaviour-policy log-probs."""
-
-    prompt_ids: list[list[int]]
-    response_ids: list[list[int]]
-    old_logps: list[list[float]]
-    recv_mean: torch.Tensor
-    """Receiver's mean token log-likelihood of each response (Eq. 6)."""
-    src_mean: torch.Tensor
-    """Source's mean generation log-prob of each response (Eq. 6 under its own tokenization)."""
-    cut: int = 0
-    """How many re-tokenized responses were cut to the receiver's length limit."""
-
-
-def _score(
-    method: Method,
-    receiver: Policy,
-    peer: StepRecords,
-    flat: list[tuple[int, int]],
-    prompt_texts: list[str],
-    scoring: ScoringSettings,
-    world: World,
-) -> _Scored:
-    """Re-tokenize the sent responses for the receiver, cut them to its length limit, and, where the gate or the
-    update needs them, score them with one forward pass of its behaviour policy.
-
-    Every method cuts a re-tokenized response longer than the receiver's ``max_response_tokens`` (HACPO's official
-    code does so; a receiver cannot generate past its limit, so it never trains on more than it could sample).
-    The gate then compares the receiver's mean over the kept prefix with the source's mean over its whole
-    response; the count is the metric ``peer_truncated``."""
-    texts = [prompt_texts[g] for g, _ in flat]
-    responses = [peer.texts[g][i] for g, i in flat]
-    eos = [not peer.truncated[g][i] for g, i in flat]
-    # HACPO's official code takes the source's log-probs from its training model; GRAFT's gate uses the
-    # generation log-probs (docs/design.md section 10).
-    hacpo = method.update == "hacpo"
-    src_mean = torch.tensor([peer.mean_logprob(g, i, trained=hacpo) for g, i in flat], dtype=torch.float32)
-    p_ids, full = retokenize_all(receiver, texts, responses, eos)
-    r_ids, cut = cut_to_limit(full, scoring.max_response_tokens)
-    if (method.gate == "compat" or method.update == "clipped") and flat:
-        old_logps, recv_mean = score_responses(receiver, p_ids, r_ids, scoring, world)
-        return _Scored(p_ids, r_ids, old_logps, recv_mean, src_mean, cut)
-    return _Scored(p_ids, r_ids, [[0.0] * len(r) for r in r_ids], torch.zeros(len(flat)), src_mean, cut)
-
-
-def _weights(method: Method, scored: _Scored, generator: torch.Generator, stats: ExchangeStats) -> torch.Tensor:
-    """The weight of each sent response (Eqs. 7-8, 11): the compatibility gate, random admission, or 1."""
-    if method.gate != "compat" or not len(scored.src_mean):
-        return torch.ones(len(scored.src_mean))
-    s, weights = compatibility(scored.recv_mean.float(), scored.src_mean, method.delta, method.cap)
-    if method.admission == "random":
-        weights = random_admission(s, torch.ones_like(s, dtype=torch.bool), method.delta, generator, method.cap)
-    stats.s_values = s.tolist()
-    return weights
-
-
-def receiver_advantages(
-    method: Method, own: StepRecords, peer: StepRecords, selected: torch.Tensor, omega_own_peer: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Own and peer advantages [G, n]: each source's own GRPO advantages (Eq. 1); pooled groups (Eq. 12) on the
-    selected prompts only, "instead of replacing the receiver's all-fail group" (Appendix G), every other prompt
-    keeping Eq. 1; or HACPO's capability-weighted ones (zero for peers off the selection)."""
-    if method.advantage == "pooled":
-        own_pooled, peer_pooled = pooled_advantages(own.rewards, peer.rewards)
-        rows = selected.bool().unsqueeze(-1)
-        return torch.where(rows, own_pooled, own.advantages), torch.where(rows, peer_pooled, peer.advantages)
-    if method.advantage == "hacpo":
-        own_adv, peer_adv = hacpo_advantages(own.rewards, peer.rewards, omega_own_peer)
-        return own_adv, peer_adv * selected.unsqueeze(-1)
-    return own.advantages.clone(), peer.advantages.clone()
-
-
-def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:
-    """Replace an archive's stored rewards by re-verified ones and recompute its advantages on its own groups.
-
-    Returns the records and how many rewards changed.
-    """
-    new = torch.tensor(rewards, dtype=torch.float32).reshape(records.rewards.shape)
-    changed = int((new != records.rewards).sum())
-    records.rewards = new
-    records.advantages = group_advantages(new)
-    return records, changed

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from graft.algo import CapabilityTracker, group_selection, success_counts
+from graft.algo import CapabilityTracker, group_advantages, group_selection, success_counts
 from graft.data.imports import follows_prompts
 from graft.data.problems import Problem
 from graft.data.records import StepRecords, read_step
@@ -19,7 +19,7 @@ from graft.engine.reward import Grades
 from graft.errors import ConfigError
 from graft.methods import Method
 from graft.seeding import generator
-from graft.train.exchange import recompute_rewards, select_prompts
+from graft.train.rules import select_prompts
 
 
 @dataclass
@@ -62,9 +62,8 @@ class LivePair:
         a, b = records
         k = {name: success_counts(rec.rewards) for name, rec in records.items()}
         directions = [(a, b), (b, a)]
-        selected, counts = select_prompts(
-            self.method, k, self.method.n, directions, generator(self.seed, "select", step)
-        )
+        sizes = {name: rec.n for name, rec in records.items()}
+        selected, counts = select_prompts(self.method, k, sizes, directions, generator(self.seed, "select", step))
         return {
             recv: PeerView(records[src], selected[(src, recv)], counts[(src, recv)], capabilities[src].value)
             for src, recv in directions
@@ -89,7 +88,7 @@ class LiveGroup:
         chosen, else the group of the peer with the most successes), and how many prompts it takes from each."""
         names = list(records)
         k = torch.stack([success_counts(records[name].rewards) for name in names])
-        n = self.method.n
+        n = torch.tensor([records[name].n for name in names]).reshape(-1, 1)
         source = group_selection(
             k, n, self.method.balanced, self.method.peer_choice, generator(self.seed, "select", step)
         )
@@ -108,6 +107,18 @@ class LiveGroup:
                 metrics,
             )
         return views
+
+
+def recompute_rewards(records: StepRecords, rewards: list[float]) -> tuple[StepRecords, int]:
+    """Replace an archive's stored rewards by re-verified ones and recompute its advantages on its own groups.
+
+    Returns the records and how many rewards changed.
+    """
+    new = torch.tensor(rewards, dtype=torch.float32).reshape(records.rewards.shape)
+    changed = int((new != records.rewards).sum())
+    records.rewards = new
+    records.advantages = group_advantages(new)
+    return records, changed
 
 
 class ArchivePeer:
@@ -156,19 +167,24 @@ class ArchivePeer:
             k = {me: success_counts(records[me].rewards), "peer": success_counts(stored.rewards)}
             direction = ("peer", me)
             gen = generator(self.seed, "select", step)
-            selected, counts = select_prompts(self.method, k, stored.n, [direction], gen)
+            sizes = {me: records[me].n, "peer": stored.n}
+            selected, counts = select_prompts(self.method, k, sizes, [direction], gen)
             capability = float(stored.rewards.mean())
             metrics = {"archive_rewards_changed": changed}
             return {me: PeerView(stored, selected[direction], counts[direction], capability, metrics)}
         k = torch.stack([success_counts(r.rewards) for r in [records[me], *regraded]])
-        n = records[me].n
+        n = torch.tensor([r.n for r in [records[me], *regraded]]).reshape(-1, 1)  # each source's own group size
         source = group_selection(k, n, False, self.method.peer_choice, generator(self.seed, "select", step))[0]
         best = (k[1:].argmax(dim=0) + 1).tolist()  # an unselected prompt shows the archive with most successes
         pick = [int(s) - 1 if s >= 0 else best[g] - 1 for g, s in enumerate(source.tolist())]
         names = [archive.name for archive in self.archives]
         metrics = {"archive_rewards_changed": changed}
         metrics |= {f"received_from_{name}": int((source == i + 1).sum()) for i, name in enumerate(names)}
-        candidates = int(((k[0] == 0) & ((k[1:] >= 1) & (k[1:] < n)).any(dim=0)).sum())
+        candidates = int(((k[0] == 0) & ((k[1:] >= 1) & (k[1:] < n[1:])).any(dim=0)).sum())
         capability = float(torch.stack([r.rewards.mean() for r in regraded]).mean())
         mixed = StepRecords.mix(regraded, pick, "peers")
         return {me: PeerView(mixed, source >= 0, candidates, capability, metrics)}
+
+
+PeerSource = NoPeer | LivePair | LiveGroup | ArchivePeer
+"""Where a run's receivers take transferred responses from (the method's ``peer``)."""

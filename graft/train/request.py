@@ -81,8 +81,6 @@ def validate_request(req: TrainRequest) -> None:
         raise ConfigError("--eval-dir: this config has no 'eval:' section naming the benchmarks")
     if req.steps < 1:
         raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
-    if req.method.transfer != "group" and req.method.update == "hacpo":
-        raise ConfigError("method: the HACPO update transfers whole groups")
     problems = load_problems(req.config.data.train, "data.train", req.config.reward.kind)
     for archive in req.peer_archives:
         check_archive(archive, req.steps, {p.id for p in problems})

@@ -1,12 +1,15 @@
-"""A model's rollout at one step: sample n responses per prompt, grade them, and build the step's records.
+"""A model's rollout at one step: sample n responses per prompt, grade them, and build the step's records and the
+model's own trajectories.
 
-Under torchrun each process samples and grades every ``size``-th prompt and the shares are gathered back into
-batch order, so every process holds the whole step's records.
+Each prompt is templated and tokenized once per model and step, here; its token ids travel with its trajectories to
+the loss. Under torchrun each process samples and grades every ``size``-th prompt and the shares are gathered back
+into batch order, so every process holds the whole step's records.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,6 +21,7 @@ from graft.engine.distributed import World
 from graft.engine.reward import Grader, Grades
 from graft.engine.rollout import Sample
 from graft.engine.scoring import ScoringSettings, score_responses
+from graft.engine.trajectory import Trajectory
 from graft.seeding import derive
 from graft.train.learner import Learner
 
@@ -31,11 +35,43 @@ def grade_in_shares(grader: Grader, world: World, texts: list[str], answers: lis
     return Grades(world.gather_shares(mine.rewards, len(texts)), int(timeouts), int(unparsed))
 
 
+@dataclass
+class Rollout:
+    """A model's step as it trains on it."""
+
+    records: StepRecords
+    """What it publishes: the step's trajectory records (graft.data.records)."""
+    groups: list[list[Trajectory]]
+    """Its own trajectories, one list per prompt: its tokenization, behaviour log-probs and GRPO advantages."""
+    prompt_texts: list[str]
+    """Its prompt strings (its template applied), one per prompt: the receiver's side of a re-tokenization."""
+
+
+def own_trajectories(records: StepRecords, prompts: list[list[int]]) -> list[list[Trajectory]]:
+    """A model's own trajectories from its records and its tokenization of each prompt."""
+    return [
+        [
+            Trajectory(
+                prompts[g], records.token_ids[g][i], records.behaviour_logprobs(g, i), float(records.advantages[g, i])
+            )
+            for i in range(records.n)
+        ]
+        for g in range(len(records.prompt_ids))
+    ]
+
+
 def _sample_and_grade(
-    learner: Learner, step: int, batch: list[Problem], n: int, seed: int, grader: Grader, world: World, round_: int
+    learner: Learner,
+    step: int,
+    batch: list[Problem],
+    prompts: list[list[int]],
+    n: int,
+    seed: int,
+    grader: Grader,
+    world: World,
+    round_: int,
 ) -> tuple[list[list[Sample]], Grades, dict]:
-    mine = world.share(batch)
-    prompts = [learner.policy.encode(learner.policy.prompt_text(p.problem)) for p in mine]
+    mine, prompts = world.share(batch), world.share(prompts)
     # By the model's name, not its position: a replay run of one model draws the samples it drew when
     # co-trained with the same seed (and process count). A backend with per-prompt seeds gets one seed for all
     # processes and each prompt's position in the batch, so its samples do not depend on the process count.
@@ -60,12 +96,11 @@ def _sample_and_grade(
 
 
 def _trained_logprobs(
-    learner: Learner, batch: list[Problem], samples: list[list[Sample]], scoring: ScoringSettings, world: World
+    learner: Learner, prompts: list[list[int]], samples: list[list[Sample]], scoring: ScoringSettings, world: World
 ) -> list[list[list[float]]]:
     """The sampled tokens' log-probs under the training model (verl's old-log-prob recompute), so that own and
     peer tokens share one behaviour policy and rho = 1 before the first update (Sec. 4.2)."""
     policy, n = learner.policy, len(samples[0]) if samples else 0
-    prompts = [policy.encode(policy.prompt_text(p.problem)) for p in batch]
     flat = [(g, s) for g, group in enumerate(samples) for s in group]
     logps, _ = score_responses(
         policy,
@@ -88,11 +123,14 @@ def rollout_step(
     scoring: ScoringSettings,
     world: World,
     round_: int = 0,
-) -> tuple[StepRecords, dict]:
-    """The learner's step records (GRPO advantages on its own groups, Eq. 1) and its rollout metrics; with the
-    learner's ``recompute_old_logprobs``, also the training forward's log-probs of the sampled tokens.
-    ``round_``: dynamic sampling's extra draw of the step (0: the step's batch)."""
-    samples, grades, timings = _sample_and_grade(learner, step, batch, n, seed, grader, world, round_)
+) -> tuple[Rollout, dict]:
+    """The learner's step records (GRPO advantages on its own groups, Eq. 1) with its own trajectories, and its
+    rollout metrics; with the learner's ``recompute_old_logprobs``, the training forward's log-probs of the sampled
+    tokens are their behaviour log-probs. ``round_``: dynamic sampling's extra draw of the step (0: the step's
+    batch)."""
+    texts = [learner.policy.prompt_text(p.problem) for p in batch]
+    prompts = [learner.policy.encode(text) for text in texts]
+    samples, grades, timings = _sample_and_grade(learner, step, batch, prompts, n, seed, grader, world, round_)
     rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), n)
     records = StepRecords(
         model=learner.name,
@@ -107,7 +145,7 @@ def rollout_step(
     )
     if learner.recompute_old_logprobs:
         t0 = time.perf_counter()
-        records.trained_logprobs = _trained_logprobs(learner, batch, samples, scoring, world)
+        records.trained_logprobs = _trained_logprobs(learner, prompts, samples, scoring, world)
         timings["recompute_s"] = time.perf_counter() - t0
     lengths = [len(s.token_ids) for group in samples for s in group]
     k = success_counts(rewards)
@@ -122,7 +160,7 @@ def rollout_step(
         "unparsed": grades.unparsed,
         "rollouts": len(batch) * n,
     }
-    return records, info
+    return Rollout(records, own_trajectories(records, prompts), texts), info
 
 
 def dynamic_rollout_step(
@@ -137,28 +175,30 @@ def dynamic_rollout_step(
     grader: Grader,
     scoring: ScoringSettings,
     world: World,
-) -> tuple[StepRecords, dict, list[Problem]]:
+) -> tuple[Rollout, dict, list[Problem]]:
     """DAPO's dynamic sampling: roll out ``draw(0)`` (the step's batch), keep the groups with reward variance
     (0 < k < n), and roll out ``draw(1)``, ``draw(2)``... until ``target`` such groups are kept or ``rounds``
     extra draws were made; the first ``target`` kept groups, in draw order, make the step. When none is kept the
     step's own batch stays (every advantage 0: no gradient), so a step never has nothing to train on.
 
-    Returns the kept records, the metrics of the whole step (``rollouts`` counts every response sampled,
+    Returns the kept groups' rollout, the metrics of the whole step (``rollouts`` counts every response sampled,
     ``ds_rounds`` the extra draws, ``ds_groups`` the informative groups kept) and the kept problems."""
-    parts, problems, infos, kept = [], [], [], 0
-    first: tuple[StepRecords, list[Problem]] | None = None
+    parts, groups, texts, problems, infos, kept = [], [], [], [], [], 0
+    first: tuple[Rollout, list[Problem]] | None = None
     for round_ in range(rounds + 1):
         batch = draw(round_)
-        records, info = rollout_step(
+        rollout, info = rollout_step(
             learner, step, batch, n=n, seed=seed, grader=grader, scoring=scoring, world=world, round_=round_
         )
         infos.append(info)
         if first is None:
-            first = (records, batch)
-        k = success_counts(records.rewards)
+            first = (rollout, batch)
+        k = success_counts(rollout.records.rewards)
         useful = [g for g in range(len(batch)) if 0 < int(k[g]) < n][: target - kept]
         if useful:
-            parts.append(records.take(useful))
+            parts.append(rollout.records.take(useful))
+            groups += [rollout.groups[g] for g in useful]
+            texts += [rollout.prompt_texts[g] for g in useful]
             problems += [batch[g] for g in useful]
             kept += len(useful)
         if kept >= target:
@@ -170,4 +210,4 @@ def dynamic_rollout_step(
     info.update(ds_rounds=len(infos) - 1, ds_groups=kept)
     if not parts:
         return first[0], info, first[1]
-    return StepRecords.concat(parts), info, problems
+    return Rollout(StepRecords.concat(parts), groups, texts), info, problems

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import torch
 
-from graft.algo import CapabilityTracker, capability_ratio, minibatch_order, success_counts
+from graft.algo import CapabilityTracker, minibatch_order
 from graft.data.problems import Problem, batch_indices, load_problems
-from graft.data.records import StepRecords, write_step
+from graft.data.records import write_step
 from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
 from graft.engine.reward import Grader
 from graft.engine.scoring import ScoringSettings
+from graft.engine.trajectory import Group, Trajectory
 from graft.engine.weight_sync import SHM
 from graft.errors import ConfigError
 from graft.numerics import numerics_record
@@ -38,10 +39,10 @@ from graft.results import RunDir, write_text
 from graft.seeding import generator
 from graft.services.tracking import Tracker, check_backends
 from graft.train import checkpoint
-from graft.train.exchange import Group, Row, build_groups
+from graft.train.exchange import exchange
 from graft.train.learner import Learner, make_learner
 from graft.train.lock import RunLock
-from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerView
+from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerSource
 from graft.train.request import TrainRequest, validate_request
 from graft.train.run_state import OutPlan, plan_out, replace, run_settings
 from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
@@ -91,7 +92,7 @@ class Trainer:
         holds the run's lock and knows there is training to do."""
         return [make_learner(name, self.cfg, self.method, home) for name, home in self.placement.homes.items()]
 
-    def _peer(self) -> NoPeer | LivePair | LiveGroup | ArchivePeer:
+    def _peer(self) -> PeerSource:
         if self.method.peer == "live":
             live = LivePair if len(self.req.models) == 2 else LiveGroup
             return live(self.method, self.req.seed)
@@ -105,13 +106,13 @@ class Trainer:
         (the rows of this process's models elsewhere)."""
         t_step = time.perf_counter()
         batch = self._batch(step)
-        records, infos, batches = {}, {}, {}
+        rollouts, records, infos, batches = {}, {}, {}, {}
         rollout = dict(n=self.method.n, seed=self.req.seed, grader=self.grader, scoring=self.scoring)
         for learner in self.learners:
             batches[learner.name] = batch
             learner.refresh_rollout()
             if self.method.dynamic_sampling:
-                records[learner.name], infos[learner.name], batches[learner.name] = dynamic_rollout_step(
+                rollouts[learner.name], infos[learner.name], batches[learner.name] = dynamic_rollout_step(
                     learner,
                     step,
                     lambda round_: batch if round_ == 0 else self._resample(step, round_),
@@ -121,37 +122,39 @@ class Trainer:
                     **rollout,
                 )
             else:
-                records[learner.name], infos[learner.name] = rollout_step(
+                rollouts[learner.name], infos[learner.name] = rollout_step(
                     learner, step, batch, world=learner.world, **rollout
                 )
+            records[learner.name] = rollouts[learner.name].records
         crossed = self._publish(records, infos, batches)
         records, infos, batches = ({name: d[name] for name in self.req.models} for d in (records, infos, batches))
         for name in self.req.models:
             if self.world.is_main:
                 write_step(records[name], self.run_dir.trajectories(name))
             self.capabilities[name].update(infos[name]["reward_mean"])
-        views = self.peer.views(step, batch, records, self.capabilities)
+        received = exchange(
+            self.method,
+            self.peer,
+            step,
+            batch,
+            records,
+            rollouts,
+            self.capabilities,
+            self.learners,
+            seed=self.req.seed,
+            scoring=self.scoring,
+        )
         # the last point before the models change; the helper processes (grading pool, vLLM engines) are done, so a
         # SIGTERM that reached them too cannot have spoilt a step that goes on
         if self._any_process(self.stops.received is not None)[0]:
             raise _StepAbandoned
         rows = []
         for learner in self.learners:
-            view, info = views.get(learner.name), infos[learner.name]
-            info.update(view.metrics if view else {})
-            # HACPO's clipped capability ratios P_receiver / P_source and P_source / P_receiver
-            own_peer = peer_own = 1.0
-            if view is not None and self.method.update == "hacpo":
-                own = self.capabilities[learner.name].value
-                own_peer, peer_own = capability_ratio(own, view.capability), capability_ratio(view.capability, own)
-            t0 = time.perf_counter()
-            groups, exchange_info = self._receive(
-                learner, step, batches[learner.name], records[learner.name], view, own_peer
-            )
-            info["scoring_s"] = time.perf_counter() - t0
+            groups, exchange_info = received[learner.name]
+            info = infos[learner.name]
             info.update(exchange_info)
             t0 = time.perf_counter()
-            info.update(self._update(learner, groups, step, peer_own))
+            info.update(self._update(learner, groups, step))
             info["update_s"] = time.perf_counter() - t0
             if self.placement.split:
                 info["exchange_bytes"] = crossed
@@ -197,38 +200,7 @@ class Trainer:
         order = torch.randperm(total, generator=generator(self.req.seed, "resample", step, round_)).tolist()
         return [self.problems[i] for i in order[:size]]
 
-    def _receive(
-        self,
-        learner: Learner,
-        step: int,
-        batch: list[Problem],
-        own: StepRecords,
-        view: PeerView | None,
-        omega_own_peer: float,
-    ) -> tuple[list[Group], dict]:
-        """The receiver's training groups (its own, with the peer's where the method transfers them) and the
-        exchange's metrics."""
-        groups, ex = build_groups(
-            self.method,
-            learner.policy,
-            own,
-            view.records if view else None,
-            selected=view.selected if view else None,
-            prompt_texts=[learner.policy.prompt_text(p.problem) for p in batch],
-            generator=generator(self.req.seed, "admit", step, learner.name),
-            scoring=self.scoring,
-            omega_own_peer=omega_own_peer,
-            world=learner.world,
-        )
-        info = {"candidates": view.candidates if view else 0, **ex.metrics()}
-        if view is not None:
-            own_fail = success_counts(own.rewards) == 0
-            info["all_fail"] = int(own_fail.sum())
-            # Figure 1: how many of the receiver's all-fail prompts the peer solved at least once
-            info["peer_solved_all_fail"] = int((own_fail & (success_counts(view.records.rewards) > 0)).sum())
-        return groups, info
-
-    def _update(self, learner: Learner, groups: list[Group], step: int, omega_src_learner: float) -> dict:
+    def _update(self, learner: Learner, groups: list[Group], step: int) -> dict:
         """The step's optimizer updates, one per minibatch, in the method's order (peer-last for GRAFT)."""
         num = self.method.minibatches or self.cfg.train.minibatches
         settings = UpdateSettings.from_train(self.cfg.train)
@@ -246,7 +218,6 @@ class Trainer:
                     settings=settings,
                     update_index=m,
                     ref_model=learner.ref_model,
-                    omega_src_learner=omega_src_learner,
                     world=learner.world,
                 )
             )
@@ -265,7 +236,7 @@ class Trainer:
             "peer_minibatch_positions": peer_positions,
         }
 
-    def _minibatches(self, groups: list[Group], num: int, step: int, name: str) -> list[list[Row]]:
+    def _minibatches(self, groups: list[Group], num: int, step: int, name: str) -> list[list[Trajectory]]:
         """The step's minibatches in update order: whole groups placed as the method's order says, or, for
         ``self_first``, single responses (own ones first)."""
         gen = generator(self.req.seed, "order", step, name)

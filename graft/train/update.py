@@ -17,9 +17,10 @@ from graft.engine.batching import plan_passes
 from graft.engine.deepspeed_engine import is_engine
 from graft.engine.distributed import SINGLE, World
 from graft.engine.policy import Policy, response_logprobs
+from graft.engine.scoring import ScoringSettings
+from graft.engine.trajectory import Trajectory
 from graft.methods import Method
-from graft.train.exchange import Row
-from graft.train.losses import LossBatch, policy_loss
+from graft.train.losses import UPDATES, LossBatch, policy_loss
 
 
 def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
@@ -29,12 +30,12 @@ def _pad(values: list[list[float]], width: int, device: torch.device) -> torch.T
     return out
 
 
-def _kept_tokens(rows: list[Row]) -> int:
+def _kept_tokens(rows: list[Trajectory]) -> int:
     return sum(len(r.response_ids) for r in rows if r.weight > 0)
 
 
 def _logprobs(
-    model: torch.nn.Module, policy: Policy, rows: list[Row], settings: UpdateSettings
+    model: torch.nn.Module, policy: Policy, rows: list[Trajectory], settings: UpdateSettings
 ) -> tuple[torch.Tensor, torch.Tensor]:
     prompts, responses = [r.prompt_ids for r in rows], [r.response_ids for r in rows]
     return response_logprobs(
@@ -53,9 +54,8 @@ def _chunk_loss(
     policy: Policy,
     model: torch.nn.Module,
     ref_model: torch.nn.Module | None,
-    rows: list[Row],
+    rows: list[Trajectory],
     update_index: int,
-    omega_src_learner: float,
     settings: UpdateSettings,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     logp, mask = _logprobs(model, policy, rows, settings)
@@ -72,8 +72,8 @@ def _chunk_loss(
         mask=mask,
         is_peer=torch.tensor([r.is_peer for r in rows], device=device),
         src_mean_ll=torch.tensor([r.src_mean_ll for r in rows], device=device),
+        capability_ratio=torch.tensor([r.capability_ratio for r in rows], device=device),
         ref_logp=ref,
-        omega_src_learner=omega_src_learner,
         update_index=update_index,
         dual_clip=settings.dual_clip,
     )
@@ -81,7 +81,7 @@ def _chunk_loss(
 
 
 def plan_micro_batches(
-    rows: list[Row], world_size: int, max_rows: int, max_tokens: int | None = None, packed: bool = False
+    rows: list[Trajectory], world_size: int, max_rows: int, max_tokens: int | None = None, packed: bool = False
 ) -> list[list[list[int]]]:
     """Which rows each process runs in which forward pass: ``plan[rank][micro] = row indices``, from the rows'
     prompt + response lengths (graft.engine.batching.plan_passes: tokens balanced over the processes, the same
@@ -133,7 +133,7 @@ class _DeepSpeedStep:
 
 
 def _accumulate(
-    rows: list[Row],
+    rows: list[Trajectory],
     world: World,
     settings: UpdateSettings,
     loss_fn,
@@ -160,36 +160,15 @@ def _accumulate(
 
 
 @dataclass(frozen=True)
-class UpdateSettings:
-    """How an update runs, from the config's ``train`` section; none of it changes the optimisation except
-    ``grad_clip`` and ``temperature``."""
+class UpdateSettings(ScoringSettings):
+    """How an update runs, from the config's ``train`` section: the training forward's settings, the norm clip
+    and the dual clip; none of it changes the optimisation except ``grad_clip``, ``dual_clip`` and
+    ``temperature``."""
 
-    grad_clip: float
+    grad_clip: float = TrainSpec.grad_clip
     """Maximum gradient norm."""
-    micro_batch: int
-    """Responses per forward pass at most."""
-    temperature: float = 1.0
-    """Log-probs are taken from logits / temperature, as at sampling."""
-    micro_batch_tokens: int | None = None
-    """Tokens per forward pass at most (padded, or packed under ``packing``); None: no token budget."""
-    dual_clip: float | None = None
+    dual_clip: float | None = TrainSpec.dual_clip
     """verl's cap on the ratio of negative-advantage tokens (``train.dual_clip``); None: Eq. 10 as written."""
-    logits_chunk_mib: float = TrainSpec.logits_chunk_mib
-    """MiB of float32 logits made at once (``train.logits_chunk_mib``)."""
-    packing: bool = TrainSpec.packing
-    """Each pass's rows packed into one sequence without padding (``train.packing``)."""
-
-    @classmethod
-    def from_train(cls, train: TrainSpec) -> UpdateSettings:
-        return cls(
-            train.grad_clip,
-            train.micro_batch,
-            train.temperature,
-            train.micro_batch_tokens,
-            train.dual_clip,
-            train.logits_chunk_mib,
-            train.packing,
-        )
 
 
 @dataclass
@@ -213,7 +192,7 @@ class UpdateTotals:
 
 
 def _accumulate_nll(
-    method: Method, policy: Policy, rows: list[Row], settings: UpdateSettings, world: World, stepper
+    method: Method, policy: Policy, rows: list[Trajectory], settings: UpdateSettings, world: World, stepper
 ) -> float:
     """Backward of SGT's supervised term (token-mean NLL per response, averaged over responses, times
     ``nll_coef``) over this process's share of ``rows``; returns this process's share of the mean NLL."""
@@ -235,12 +214,11 @@ def minibatch_update(
     method: Method,
     policy: Policy,
     optimizer,
-    rows: list[Row],
+    rows: list[Trajectory],
     *,
     settings: UpdateSettings,
     update_index: int = 0,
     ref_model: torch.nn.Module | None = None,
-    omega_src_learner: float = 1.0,
     world: World = SINGLE,
 ) -> UpdateTotals:
     """Zero grads, accumulate the minibatch loss over micro-batches (and processes), clip the grad norm, step.
@@ -261,13 +239,14 @@ def minibatch_update(
 
     def pg_loss(chunk):
         model = stepper.forward_model
-        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, omega_src_learner, settings)
+        return _chunk_loss(method, policy, model, ref_model, chunk, update_index, settings)
 
     # HACPO's sequence mean counts the responses that have tokens (hacpo_loss leaves empty ones out)
     total_responses = max(sum(1 for r in pg_rows if r.response_ids), 1)
+    response_mean = UPDATES.of(method).response_mean
 
     def pg_share(chunk):
-        if method.update == "hacpo":
+        if response_mean:
             return sum(1 for r in chunk if r.response_ids) / total_responses
         return _kept_tokens(chunk) / total_tokens
 

@@ -9,12 +9,12 @@ import torch
 
 from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
+from graft.engine.trajectory import Trajectory
 from graft.methods import get_method
-from graft.train.exchange import Row
 from helpers.tiny_qwen3 import tiny_qwen3
 
 
-def build_case(method_name: str, rows: int = 11) -> tuple[Policy, list[Row], object]:
+def build_case(method_name: str, rows: int = 11) -> tuple[Policy, list[Trajectory], object]:
     model = tiny_qwen3(64, layers=2, max_positions=64)
     policy = Policy("case", model, SimpleNamespace(pad_token_id=0, eos_token_id=1), PromptFormat())
     g = torch.Generator().manual_seed(1)
@@ -32,7 +32,7 @@ def build_case(method_name: str, rows: int = 11) -> tuple[Policy, list[Row], obj
         n = len(responses[i])
         noise = torch.randn(n, generator=g) * 0.3
         out.append(
-            Row(
+            Trajectory(
                 prompt_ids=prompts[i],
                 response_ids=responses[i],
                 old_logp=(logp[i, :n] + noise).tolist(),

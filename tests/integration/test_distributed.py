@@ -15,7 +15,7 @@ from helpers.dist_case import build_case, reference_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graft.train.exchange import Row
+from graft.engine.trajectory import Trajectory
 from graft.train.update import UpdateSettings, minibatch_update, plan_micro_batches
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -154,8 +154,8 @@ def test_token_budget_micro_batches_equal_one_batch():
     _assert_close(many, one)
 
 
-def _rows(lengths: list[tuple[int, int]]) -> list[Row]:
-    return [Row([2] * p, [3] * r, [0.0] * r, 0.0) for p, r in lengths]
+def _rows(lengths: list[tuple[int, int]]) -> list[Trajectory]:
+    return [Trajectory([2] * p, [3] * r, [0.0] * r, 0.0) for p, r in lengths]
 
 
 def test_plan_by_hand():

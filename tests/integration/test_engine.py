@@ -12,6 +12,7 @@ import torch
 import yaml
 from helpers.forced import FORCED, TEMPLATE
 from helpers.run_dirs import tree_digest, unfinish
+from helpers.step_records import receive_from
 
 from graft.algo import exchange_candidates, minibatch_order, success_counts
 from graft.cli import main
@@ -24,8 +25,8 @@ from graft.engine.scoring import ScoringSettings, retokenize, retokenize_all, sc
 from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.seeding import generator
-from graft.train.exchange import build_groups, select_prompts
 from graft.train.request import TrainRequest
+from graft.train.rules import select_prompts
 from graft.train.trainer import Trainer
 
 TIMING_KEYS = {"rollout_s", "reward_s", "scoring_s", "update_s", "step_time_s", "gpu_hours"}
@@ -141,17 +142,17 @@ def test_forced_graft_co_training(forced_world, tmp_path):
     rec = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
     k = {m: success_counts(rec[m].rewards) for m in "AB"}
     method = get_method("graft")
-    selected, _ = select_prompts(method, k, 8, [("A", "B"), ("B", "A")], generator(0, "select", 0))
+    selected, _ = select_prompts(method, k, {"A": 8, "B": 8}, [("A", "B"), ("B", "A")], generator(0, "select", 0))
     texts = [b.prompt_text(FORCED[pid][0]) for pid in rec["B"].prompt_ids]
-    groups, stats = build_groups(
+    groups, stats = receive_from(
         method,
         b,
         rec["B"],
         rec["A"],
-        selected=selected[("A", "B")],
-        prompt_texts=texts,
-        generator=torch.Generator(),
-        scoring=ScoringSettings(),
+        selected[("A", "B")],
+        texts,
+        torch.Generator(),
+        ScoringSettings(),
     )
     by_prompt = {g.prompt_index: g for g in groups}
     for g in selected[("A", "B")].nonzero().flatten().tolist():
@@ -174,6 +175,61 @@ def test_forced_graft_co_training(forced_world, tmp_path):
         assert positions[-1] == len(chunks) - 1
 
 
+def test_the_complementarity_preflight_admits_what_training_admits(forced_world, tmp_path):
+    """Figure 1's pre-flight scores and gates one step's records with training's function: on the records a GRAFT
+    step published, its transfers, cuts and admissions per direction are the step's."""
+    from graft.data.problems import load_problems
+    from graft.eval.complementarity import exchange_report
+
+    config = yaml.safe_load(forced_world["config"].read_text())
+    config["train"]["max_response_tokens"] = 12  # B's 12 BPE tokens are more of A's characters: cut
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "graft"
+    run({**forced_world, "config": path}, out, steps=1).run(log=lambda _: None)
+    rows = {r["model"]: r for r in metrics(out)}
+    records = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
+    by_id = {p.id: p for p in load_problems(forced_world["data"], "data")}
+    problems = [by_id[i] for i in records["A"].prompt_ids]
+    scoring = ScoringSettings.from_train(load_config(path).train)
+    report = exchange_report(list(policies(forced_world)), problems, records, get_method("graft"), scoring, 0)
+    for src, recv in (("A", "B"), ("B", "A")):
+        mine, trained = report["directions"][f"{src}->{recv}"], rows[recv]
+        assert mine["would_transfer"] == trained["transferred"] > 0
+        assert mine["admitted"] == trained["admitted"] and mine["truncated"] == trained["peer_truncated"]
+        assert mine["weight_hist"] == trained["weight_hist"]
+    assert sum(rows[m]["admitted"] for m in "AB") > 0 and sum(rows[m]["peer_truncated"] for m in "AB") > 0
+
+
+def test_each_prompt_is_templated_and_tokenized_once_per_model_and_step(forced_world, tmp_path, monkeypatch):
+    """From the rollout to the loss a prompt's token ids travel with its trajectories: a GRAFT step whose old
+    log-probs are recomputed templates and tokenizes each of its 4 prompts once per model (the re-tokenization of
+    a sent response tokenizes prompt and response together, not the prompt alone)."""
+    import dataclasses
+    from collections import Counter
+
+    from graft.engine.policy import Policy
+
+    calls = Counter()
+    encode, prompt_text = Policy.encode, Policy.prompt_text
+
+    def counted(name, real):
+        def call(self, text):
+            calls[name, self.name] += 1
+            return real(self, text)
+
+        return call
+
+    monkeypatch.setattr(Policy, "encode", counted("encode", encode))
+    monkeypatch.setattr(Policy, "prompt_text", counted("prompt_text", prompt_text))
+    config = load_config(forced_world["config"])
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, old_logprobs="recompute"))
+    trainer = Trainer(TrainRequest(config, get_method("graft"), ["A", "B"], 0, tmp_path / "run", 1))
+    trainer.run(log=lambda _: None)
+    assert sum(r["admitted"] + r["transferred"] for r in metrics(tmp_path / "run")) > 0
+    assert calls == {(kind, m): 4 for kind in ("encode", "prompt_text") for m in "AB"}
+
+
 @pytest.mark.parametrize("method_name", ["graft", "hacpo", "graft_no_gate"])
 def test_every_method_cuts_a_retokenized_peer_response_to_the_receivers_limit(forced_world, tmp_path, method_name):
     out = tmp_path / "graft"
@@ -186,15 +242,15 @@ def test_every_method_cuts_a_retokenized_peer_response_to_the_receivers_limit(fo
     limit = max(full - 2, 1)
 
     def build(max_tokens):
-        return build_groups(
+        return receive_from(
             get_method(method_name),
             b,
             rec["B"],
             rec["A"],
-            selected=selected,
-            prompt_texts=texts,
-            generator=torch.Generator().manual_seed(0),
-            scoring=ScoringSettings(max_response_tokens=max_tokens),
+            selected,
+            texts,
+            torch.Generator().manual_seed(0),
+            ScoringSettings(max_response_tokens=max_tokens),
         )
 
     groups, stats = build(limit)

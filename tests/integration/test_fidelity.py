@@ -8,17 +8,19 @@ import dataclasses
 import pytest
 import torch
 from helpers.forced import FORCED, TEMPLATE
+from helpers.step_records import receive_from
 
 from graft.algo import success_counts
 from graft.config import ModelSpec, load_config
 from graft.data.records import read_step
+from graft.engine import transfer
 from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.scoring import ScoringSettings
 from graft.methods import get_method
 from graft.seeding import generator
-from graft.train import exchange, trainer
-from graft.train.exchange import build_groups, select_prompts
+from graft.train import trainer
 from graft.train.request import TrainRequest
+from graft.train.rules import select_prompts
 from graft.train.trainer import Trainer
 
 SHIFT = 0.3
@@ -144,7 +146,7 @@ def test_a_fully_gated_prompt_leaves_no_group_and_the_update_count_stays(forced_
     rec = {m: read_step(out / "trajectories" / m, 0) for m in "AB"}
     k = {m: success_counts(rec[m].rewards) for m in "AB"}
     method = get_method("graft_unbalanced")  # selects every prompt B failed and A solved at least once
-    selected, _ = select_prompts(method, k, 8, [("A", "B"), ("B", "A")], generator(0, "select", 0))
+    selected, _ = select_prompts(method, k, {"A": 8, "B": 8}, [("A", "B"), ("B", "A")], generator(0, "select", 0))
     chosen = selected[("A", "B")]
     assert chosen.any(), "the forced case (B fails, A solves) did not occur at step 0"
     b = load_policy("B", ModelSpec(path=str(forced_world["B"]), template=TEMPLATE))
@@ -153,16 +155,16 @@ def test_a_fully_gated_prompt_leaves_no_group_and_the_update_count_stays(forced_
     def gate_drops_all(recv_mean, src_mean, delta, cap):
         return torch.zeros_like(recv_mean), torch.zeros_like(recv_mean)
 
-    monkeypatch.setattr(exchange, "compatibility", gate_drops_all)
-    groups, stats = build_groups(
+    monkeypatch.setattr(transfer, "compatibility", gate_drops_all)
+    groups, stats = receive_from(
         method,
         b,
         rec["B"],
         rec["A"],
-        selected=chosen,
-        prompt_texts=texts,
-        generator=torch.Generator(),
-        scoring=ScoringSettings(),
+        chosen,
+        texts,
+        torch.Generator(),
+        ScoringSettings(),
     )
     assert stats.admitted == 0 and stats.transferred > 0
     assert {g.prompt_index for g in groups} == set((~chosen).nonzero().flatten().tolist())

@@ -9,9 +9,9 @@ import torch
 import yaml
 
 from graft.config import config_from_dict
+from graft.engine.trajectory import Trajectory
 from graft.methods import get_method
 from graft.train import learner as learner_module
-from graft.train.exchange import Row
 from graft.train.update import UpdateSettings, minibatch_update
 
 
@@ -32,7 +32,7 @@ def test_one_process_trains_float32_masters_and_computes_in_bfloat16(forced_worl
     model = learner.policy.model
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     prompt = learner.policy.tokenizer("1+1=")["input_ids"]
-    row = Row(prompt, prompt[:3], [-1.0, -1.0, -1.0], 1.0)
+    row = Trajectory(prompt, prompt[:3], [-1.0, -1.0, -1.0], 1.0)
     settings = UpdateSettings(grad_clip=1.0, micro_batch=1, micro_batch_tokens=None)
     minibatch_update(get_method("graft"), learner.policy, learner.optimizer, [row], settings=settings)
     moments = [v for state in learner.optimizer.state.values() for v in state.values() if v.dim() > 0]

@@ -356,10 +356,10 @@ def test_a_stop_signal_saves_where_the_step_stands_and_the_resume_ends_as_the_un
     handlers restored, and a resume ends as the uninterrupted run."""
     real_update, real_publish = Trainer._update, Trainer._publish
 
-    def signal_in_update(self, learner, groups, step, omega):
+    def signal_in_update(self, learner, groups, step):
         if step == 0:
             os.kill(os.getpid(), signal.SIGURG)  # as Slurm's warning before the time limit
-        return real_update(self, learner, groups, step, omega)
+        return real_update(self, learner, groups, step)
 
     def signal_after_rollouts(self, records, infos, batches):  # what follows the step's rollouts
         if {r.step for r in records.values()} == {1}:

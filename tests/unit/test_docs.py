@@ -1,5 +1,6 @@
 """The README and the pages under docs/ stand on their own: every relative link resolves to a file of the repository
-and, where it names one, to a heading of that file; nothing points outside the repository."""
+and, where it names one, to a heading of that file; nothing points outside the repository; the functions the design
+names on a trajectory's path exist."""
 
 from __future__ import annotations
 
@@ -50,3 +51,23 @@ def test_the_benchmark_index_lists_every_script():
     assert scripts, "no scripts under bench/benchmarks, bench/experiments or bench/checks"
     missing = [str(p.relative_to(ROOT)) for p in scripts if f"`{p.relative_to(ROOT)}`" not in index]
     assert not missing, missing
+
+
+def test_the_path_of_a_trajectory_in_the_design_names_functions_that_exist():
+    """docs/design.md section 4 lists the functions one trajectory passes through; each must be there to follow."""
+    import importlib
+
+    text = (ROOT / "docs" / "design.md").read_text()
+    path = text[text.index("function by function") : text.index("## 5. Layers")]
+    names = re.findall(r"`(graft\.[\w.]+)`", path)
+    assert len(names) >= 10
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for attribute in parts[cut:]:
+            found = getattr(found, attribute)  # AttributeError names what the design names and the code lacks

@@ -103,6 +103,10 @@ def test_unknown_preset_names_the_allowed_ones():
         ({"update": "hacpo"}, "method.update: 'hacpo' and advantage 'hacpo' go together"),
         ({"gate": "none", "admission": "random"}, "method.admission"),
         ({"peer": "none"}, "method.select"),
+        (
+            {"update": "hacpo", "advantage": "hacpo", "keep_own": True, "transfer": "success_only"},
+            "method.transfer: 'success_only' is not allowed with update 'hacpo'",
+        ),
     ],
 )
 def test_invalid_switch_combinations(changes, message):

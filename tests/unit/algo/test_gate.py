@@ -51,7 +51,7 @@ def test_weight_properties(diffs, delta, cap):
 def test_random_admission_count_matches_floor():
     s = torch.tensor([[0.9, 0.5, 1.3, 0.2], [0.85, 0.1, 0.95, 0.7]], dtype=F64)
     valid = torch.tensor([[True, True, True, True], [False, False, True, True]])
-    weights = random_admission(s, valid, delta=0.8, generator=torch.Generator().manual_seed(0))
+    weights = random_admission(s, valid, delta=0.8, generator=torch.Generator().manual_seed(0), cap=1.0)
     # among valid entries, 0.9, 1.3 and 0.95 pass the floor: exactly three are admitted
     assert int((weights > 0).sum()) == 3
     assert (weights[~valid] == 0).all()
@@ -62,8 +62,8 @@ def test_random_admission_count_matches_floor():
 def test_random_admission_can_admit_below_floor_and_is_seeded():
     s = torch.tensor([0.9] + [0.1] * 9, dtype=F64)
     valid = torch.ones(10, dtype=torch.bool)
-    draws = [random_admission(s, valid, 0.8, torch.Generator().manual_seed(i)) for i in range(50)]
+    draws = [random_admission(s, valid, 0.8, torch.Generator().manual_seed(i), cap=1.0) for i in range(50)]
     assert all(int((d > 0).sum()) == 1 for d in draws)
     assert any(d[0] == 0 for d in draws)  # a response below the floor was admitted instead
-    again = random_admission(s, valid, 0.8, torch.Generator().manual_seed(7))
+    again = random_admission(s, valid, 0.8, torch.Generator().manual_seed(7), cap=1.0)
     assert torch.equal(again, draws[7])

@@ -15,6 +15,8 @@ from graft.algo import (
 
 F64 = torch.float64
 EPS_LOW, EPS_HIGH = 0.2, 0.28
+CLIP = {"eps_low": EPS_LOW, "eps_high": EPS_HIGH}
+LUFFY = {**CLIP, "gamma": 0.1}
 
 
 def reference_eq10(logp, old_logp, adv, w, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH):
@@ -50,7 +52,7 @@ def test_matches_independent_float64_reference():
     for seed in range(20):
         logp, old_logp, adv, w, mask = random_batch(seed)
         x = logp.clone().requires_grad_(True)
-        loss, _ = clipped_token_objective(x, old_logp, adv, w, mask)
+        loss, _ = clipped_token_objective(x, old_logp, adv, w, mask, **CLIP)
         loss.backward()
         value, grad = reference_eq10(logp, old_logp, adv, w, mask)
         np.testing.assert_allclose(loss.item(), -value, rtol=1e-12, atol=1e-12)
@@ -67,6 +69,7 @@ def test_hand_worked_small_case():
         torch.tensor([1.0, -1.0], dtype=F64),
         torch.tensor([1.0, 0.5], dtype=F64),
         torch.ones(2, 2, dtype=torch.bool),
+        **CLIP,
     )
     # row 0: min(1.5, 1.28) + 1 = 2.28; row 1: 0.5 * (min(-0.5, -0.8) + -1) = -0.9; over 4 tokens
     torch.testing.assert_close(loss, torch.tensor(-(2.28 - 0.9) / 4, dtype=F64))
@@ -76,7 +79,7 @@ def test_hand_worked_small_case():
 def test_all_unit_weights_reduce_to_grpo_eq2():
     logp, old_logp, adv, _, mask = random_batch(3)
     ones = torch.ones_like(adv)
-    loss, _ = clipped_token_objective(logp, old_logp, adv, ones, mask)
+    loss, _ = clipped_token_objective(logp, old_logp, adv, ones, mask, **CLIP)
     value, _ = reference_eq10(logp, old_logp, adv, ones, mask)
     rho = torch.exp(logp - old_logp)
     a = adv[:, None]
@@ -93,6 +96,7 @@ def test_empty_mask_gives_zero_loss_and_zero_grad():
         torch.ones(3, dtype=F64),
         torch.ones(3, dtype=F64),
         torch.zeros(3, 4, dtype=torch.bool),
+        **CLIP,
     )
     loss.backward()
     assert loss.item() == 0.0 and stats["clip_frac"].item() == 0.0 and stats["tokens"].item() == 0
@@ -101,15 +105,15 @@ def test_empty_mask_gives_zero_loss_and_zero_grad():
 
 def test_dropped_responses_do_not_enter_the_denominator():
     logp, old_logp, adv, w, mask = random_batch(5)
-    loss_all, _ = clipped_token_objective(logp, old_logp, adv, w, mask)
+    loss_all, _ = clipped_token_objective(logp, old_logp, adv, w, mask, **CLIP)
     keep = w > 0
-    loss_kept, _ = clipped_token_objective(logp[keep], old_logp[keep], adv[keep], w[keep], mask[keep])
+    loss_kept, _ = clipped_token_objective(logp[keep], old_logp[keep], adv[keep], w[keep], mask[keep], **CLIP)
     torch.testing.assert_close(loss_all, loss_kept)
 
 
 def test_first_minibatch_ratio_is_one_and_nothing_clips():
     logp, _, adv, w, mask = random_batch(8)
-    _, stats = clipped_token_objective(logp, logp, adv, w, mask)
+    _, stats = clipped_token_objective(logp, logp, adv, w, mask, **CLIP)
     assert stats["clip_frac"].item() == 0.0
 
 
@@ -123,6 +127,7 @@ def test_own_and_peer_clip_statistics():
         torch.ones(2, dtype=F64),
         torch.ones(2, 2, dtype=torch.bool),
         is_peer=torch.tensor([False, True]),
+        **CLIP,
     )
     assert stats["clip_frac_own"].item() == 0.5 and stats["clip_frac_peer"].item() == 1.0
     assert stats["tokens_own"].item() == 2 and stats["tokens_peer"].item() == 2
@@ -147,6 +152,7 @@ def test_gradient_zero_exactly_where_the_clip_binds(log_ratios, a):
         torch.tensor([a], dtype=F64),
         torch.ones(1, dtype=F64),
         torch.ones_like(x, dtype=torch.bool),
+        **CLIP,
     )
     loss.backward()
     binds = (rho > 1 + EPS_HIGH) if a > 0 else (rho < 1 - EPS_LOW)
@@ -160,14 +166,14 @@ def test_sequence_ratio_equals_token_ratio_when_ratios_are_constant_per_row():
     logp, _, adv, w, mask = random_batch(11)
     shift = torch.tensor([0.1, -0.05, 0.4, -0.3, 0.0, 0.2], dtype=F64)[:, None]
     old = logp - shift
-    a, _ = clipped_token_objective(logp, old, adv, w, mask)
-    b, _ = sequence_ratio_objective(logp, old, adv, w, mask)
+    a, _ = clipped_token_objective(logp, old, adv, w, mask, **CLIP)
+    b, _ = sequence_ratio_objective(logp, old, adv, w, mask, **CLIP)
     torch.testing.assert_close(a, b)
 
 
 def test_sequence_ratio_reference():
     logp, old_logp, adv, w, mask = random_batch(12)
-    loss, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask)
+    loss, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, **CLIP)
     lr = torch.where(mask, logp - old_logp, torch.zeros_like(logp)).sum(-1) / mask.sum(-1).clamp(min=1)
     s = torch.exp(lr)
     per_seq = torch.minimum(s * adv, s.clamp(0.8, 1.28) * adv)
@@ -186,6 +192,7 @@ def test_luffy_peer_tokens_value_and_gradient():
         torch.ones(1, dtype=F64),
         torch.ones(1, 2, dtype=torch.bool),
         is_peer=torch.tensor([True]),
+        **LUFFY,
     )
     f = p / (p + 0.1)
     torch.testing.assert_close(loss, -(2.0 * f).sum() / 2)
@@ -198,8 +205,8 @@ def test_luffy_peer_tokens_value_and_gradient():
 def test_luffy_own_tokens_match_eq10():
     logp, old_logp, adv, w, mask = random_batch(13)
     w = torch.ones_like(w)
-    a, _ = luffy_objective(logp, old_logp, adv, w, mask, is_peer=torch.zeros(6, dtype=torch.bool))
-    b, _ = clipped_token_objective(logp, old_logp, adv, w, mask)
+    a, _ = luffy_objective(logp, old_logp, adv, w, mask, is_peer=torch.zeros(6, dtype=torch.bool), **LUFFY)
+    b, _ = clipped_token_objective(logp, old_logp, adv, w, mask, **CLIP)
     torch.testing.assert_close(a, b)
 
 
@@ -220,10 +227,10 @@ def test_dual_clip_hand_worked_case():
     # ratio 4, advantage -1: min(4 * -1, clip(4, 0.8, 1.28) * -1) = -4, loss 4; verl's cap c = 3: max(-4, -3 * 1)
     logp, old, adv, w = _one_token(4.0, -1.0)
     mask = torch.ones(1, 1, dtype=torch.bool)
-    loss, stats = clipped_token_objective(logp, old, adv, w, mask)
+    loss, stats = clipped_token_objective(logp, old, adv, w, mask, **CLIP)
     assert loss.item() == pytest.approx(4.0)
     assert stats["clip_frac"].item() == 0.0
-    loss, stats = clipped_token_objective(logp, old, adv, w, mask, dual_clip=3.0)
+    loss, stats = clipped_token_objective(logp, old, adv, w, mask, dual_clip=3.0, **CLIP)
     assert loss.item() == pytest.approx(3.0)
     assert stats["clip_frac"].item() == 1.0  # the dual clip binds: no gradient from this token
 
@@ -232,8 +239,8 @@ def test_dual_clip_changes_only_negative_advantages_beyond_the_cap():
     mask = torch.ones(1, 1, dtype=torch.bool)
     for ratio, adv in [(4.0, 1.0), (2.5, -1.0), (0.5, -1.0), (1.0, -2.0)]:
         logp, old, a, w = _one_token(ratio, adv)
-        plain, _ = clipped_token_objective(logp, old, a, w, mask)
-        capped, _ = clipped_token_objective(logp, old, a, w, mask, dual_clip=3.0)
+        plain, _ = clipped_token_objective(logp, old, a, w, mask, **CLIP)
+        capped, _ = clipped_token_objective(logp, old, a, w, mask, dual_clip=3.0, **CLIP)
         assert capped.item() == pytest.approx(plain.item())
 
 
@@ -242,8 +249,8 @@ def test_dual_clip_changes_only_negative_advantages_beyond_the_cap():
 def test_dual_clip_never_raises_the_loss_and_equals_verl_form(seed, cap):
     logp, old_logp, adv, w, mask = random_batch(seed)
     logp = logp + torch.randn_like(logp) * 1.5  # ratios far from 1
-    plain, _ = clipped_token_objective(logp, old_logp, adv, torch.ones_like(w), mask)
-    capped, _ = clipped_token_objective(logp, old_logp, adv, torch.ones_like(w), mask, dual_clip=cap)
+    plain, _ = clipped_token_objective(logp, old_logp, adv, torch.ones_like(w), mask, **CLIP)
+    capped, _ = clipped_token_objective(logp, old_logp, adv, torch.ones_like(w), mask, dual_clip=cap, **CLIP)
     assert capped.item() <= plain.item() + 1e-12
     # verl's form, per token: pg = max(-a rho, -a clip(rho)); for a < 0: min(pg, -a c)
     rho = torch.exp(logp - old_logp)
@@ -265,9 +272,9 @@ def test_a_non_finite_log_prob_at_a_padded_position_changes_nothing(objective, b
     def run(lp, old):
         x = lp.clone().requires_grad_(True)
         if objective == "luffy":
-            loss, _ = luffy_objective(x, old, adv, w, mask, is_peer)
+            loss, _ = luffy_objective(x, old, adv, w, mask, is_peer, **LUFFY)
         else:
-            loss, _ = objective(x, old, adv, w, mask, is_peer=is_peer)
+            loss, _ = objective(x, old, adv, w, mask, is_peer=is_peer, **CLIP)
         loss.backward()
         return loss, x.grad
 
@@ -282,15 +289,15 @@ def test_sequence_ratio_on_peer_rows_only_keeps_the_token_ratio_for_own_rows():
     logp, old_logp, adv, w, mask = random_batch(5)
     w = torch.ones_like(w)
     is_peer = torch.tensor([True, False, True, False, False, True])
-    mixed, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=is_peer, peer_only=True)
+    mixed, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=is_peer, peer_only=True, **CLIP)
     # the same value from the two pure objectives, each on its own rows, re-weighted by token counts
     own, peer = ~is_peer, is_peer
-    tok_own, _ = clipped_token_objective(logp[own], old_logp[own], adv[own], w[own], mask[own])
-    seq_peer, _ = sequence_ratio_objective(logp[peer], old_logp[peer], adv[peer], w[peer], mask[peer])
+    tok_own, _ = clipped_token_objective(logp[own], old_logp[own], adv[own], w[own], mask[own], **CLIP)
+    seq_peer, _ = sequence_ratio_objective(logp[peer], old_logp[peer], adv[peer], w[peer], mask[peer], **CLIP)
     n_own, n_peer = mask[own].sum(), mask[peer].sum()
     expected = (tok_own * n_own + seq_peer * n_peer) / (n_own + n_peer)
     assert mixed.item() == pytest.approx(expected.item(), rel=1e-12)
     all_peer = torch.ones(6, dtype=torch.bool)
-    every, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=all_peer, peer_only=True)
-    plain, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask)
+    every, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, is_peer=all_peer, peer_only=True, **CLIP)
+    plain, _ = sequence_ratio_objective(logp, old_logp, adv, w, mask, **CLIP)
     assert every.item() == plain.item()

@@ -175,6 +175,33 @@ def test_table2_and_clipping(tree):
     assert not [r for r in clip.rows if r[0] == "peer first"]  # not run: no rows
 
 
+def test_the_tables_of_the_ablations_read_the_pair_they_trained_on(tree):
+    """workflow.ablation_pair set to the second pair: Table 2, the clipping and cost tables, the findings and
+    Figure 3a read that pair, where the workflow trained the ablations, not the first."""
+    from graft.report.figures import figure3a_points
+    from graft.report.tables import table_cost, table_findings
+
+    write_eval(tree, "graft", "Q", 0, "A", 5, {"b1": [[1, 0], [0, 0]], "b2": [[0, 0], [0, 0]]}, 0.2)
+    write_eval(tree, "graft", "Q", 0, "B", 5, {"b1": [[1, 1], [1, 1]], "b2": [[0, 0], [0, 0]]}, 0.2)
+    write_eval(tree, "graft_no_gate", "Q", 0, "A", 5, {"b1": [[1, 1], [0, 0]], "b2": [[0, 0], [0, 0]]}, 0.2)
+    rows = [{"step": s, "model": m, "clip_frac_own": 0.5, "step_time_s": 3600.0} for s in range(6) for m in "AB"]
+    write_metrics(tree, "graft", "Q", 0, rows)
+    ctx = ReportContext.from_results(
+        tree, ["A", "B"], {"P": ["A", "B"], "Q": ["A", "B"]}, {}, list(BENCH),
+        workflow=plan(main_seeds=[0], ablation_pair="Q"),
+    )  # fmt: skip
+    t2 = table2(ctx)
+    assert "on Q" in t2.caption
+    assert row(t2, "GRAFT")[2] == "12.50" and row(t2, "w/o compat. gate")[2] == "25.00"
+    clip = table_clipping(ctx, [0])
+    assert "(Q," in clip.caption and row(clip, "GRAFT", "A")[2] == pytest.approx(50.0)
+    cost = table_cost(ctx)
+    assert "on Q" in cost.caption and row(cost, "GRAFT")[1:4] == [pytest.approx(12.5), 5.0, 6.0]
+    assert "on Q" in table_findings(ctx).caption
+    pair, points = figure3a_points(ctx)
+    assert pair == "Q" and points["graft"] == (5.0, pytest.approx(31.25))
+
+
 def test_paired_bootstrap_of_identical_runs_is_zero(tree):
     ctx = context(tree)
     cell = ctx.cell("graft", "P", "A")

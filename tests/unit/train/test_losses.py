@@ -40,8 +40,8 @@ def _batch(seed: int = 0) -> LossBatch:
         mask=mask,
         is_peer=torch.tensor([False, False, True, True]),
         src_mean_ll=torch.tensor([-0.4, -0.5, -0.45, -0.6], dtype=torch.float64),
+        capability_ratio=torch.tensor([1.0, 1.0, 1.3, 1.3], dtype=torch.float64),
         ref_logp=logp - 0.05,
-        omega_src_learner=1.3,
         update_index=1,
         dual_clip=None,
     )
