@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from graft.config import ConfigError, config_from_dict, read_yaml
+from graft.config import config_from_dict, read_yaml
 from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
+from graft.errors import ConfigError
 from graft.planning.job_lengths import job_kinds
 from graft.planning.launch import RENDEZVOUS_PORTS, rendezvous_port, torchrun_command, train_launcher
 from graft.planning.launch import main as launch_main

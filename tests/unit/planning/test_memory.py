@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.cli import main
-from graft.config import ConfigError, ModelSizes, config_from_dict, read_yaml
+from graft.config import ModelSizes, config_from_dict, read_yaml
+from graft.errors import ConfigError
 from graft.planning.memory import (
     CUDA_CONTEXT_BYTES,
     CUDA_GRAPH_BYTES,
