@@ -47,7 +47,7 @@ rerun_after_kill() {
 
 # A killed job, then a killed workflow, on a copy of the Slurm run's tree with one GRAFT cell and
 # everything downstream of it removed (so only that part is rerun, not the whole workflow a third time): SIGKILL
-# its training job mid-run (as a node failure or an OOM kill leaves it: no save, the run lock left behind), rewrite
+# its training job while it runs (as a node failure or an OOM kill leaves it: no save, the run lock left behind), rewrite
 # the lock as another host's holding that Slurm job (the retry of a failed node's job runs elsewhere), let
 # Snakemake stop on the failure, unlock and rerun: the retry takes the lock over (Slurm says the job is over) and
 # resumes, and the outputs must equal the local run's all the same. cp -a keeps the mtimes Snakemake compares.
@@ -60,8 +60,11 @@ workflow=$!
 job=$(running_job train)
 [ -n "$job" ] || { echo "no running training job to cancel"; tail -30 "$scratch/killed.log"; exit 1; }
 run_dir="$killed_results/runs/graft/P1/seed0"
-for _ in $(seq 600); do [ -f "$run_dir/.lock" ] && break; sleep 0.2; done
-sleep 2
+for _ in $(seq 1200); do [ -s "$run_dir/.lock" ] && break; sleep 0.1; done
+# the smoke cell trains in seconds: the trainer is frozen the moment it holds its lock, so that the kill finds it
+# running whatever the machine's speed
+trainer=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$run_dir/.lock")
+kill -STOP "$trainer"
 scancel --signal=KILL --full "$job"
 echo "killed Slurm job $job mid-run (SIGKILL)"
 for _ in $(seq 300); do [ -z "$(squeue -h -j "$job" -t R,CG 2>/dev/null)" ] && break; sleep 0.2; done
