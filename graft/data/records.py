@@ -55,6 +55,24 @@ class StepRecords:
     (``train.old_logprobs: recompute``); None when the generation log-probs serve. Kept in memory only: the
     published records carry generation log-probs (docs/design.md section 10)."""
 
+    @classmethod
+    def from_samples(
+        cls, model: str, step: int, prompt_ids: list[str], samples, rewards: torch.Tensor, advantages: torch.Tensor
+    ) -> StepRecords:
+        """A model's records of one step from its sampled groups (one list of graft.engine ``Sample``s per prompt),
+        with their rewards and advantages ``[G, n]``."""
+        return cls(
+            model=model,
+            step=step,
+            prompt_ids=prompt_ids,
+            texts=[[s.text for s in group] for group in samples],
+            token_ids=[[s.token_ids for s in group] for group in samples],
+            logprobs=[[s.logprobs for s in group] for group in samples],
+            rewards=rewards,
+            advantages=advantages,
+            truncated=[[s.truncated for s in group] for group in samples],
+        )
+
     @property
     def n(self) -> int:
         return self.rewards.shape[1]

@@ -63,16 +63,8 @@ def analyse(
             [s.text for group in samples for s in group], [p.answer for p in problems for _ in range(n)]
         )
         rewards = torch.tensor(grades.rewards).reshape(len(problems), n)
-        records[pol.name] = StepRecords(
-            model=pol.name,
-            step=0,
-            prompt_ids=[p.id for p in problems],
-            texts=[[s.text for s in group] for group in samples],
-            token_ids=[[s.token_ids for s in group] for group in samples],
-            logprobs=[[s.logprobs for s in group] for group in samples],
-            rewards=rewards,
-            advantages=group_advantages(rewards),
-            truncated=[[s.truncated for s in group] for group in samples],
+        records[pol.name] = StepRecords.from_samples(
+            pol.name, 0, [p.id for p in problems], samples, rewards, group_advantages(rewards)
         )
     method = dataclasses.replace(PRESETS["graft"].method, n=n, delta=delta)
     report = exchange_report(policies, problems, records, method, scoring, seed)

@@ -138,10 +138,6 @@ def newest_resumable(run: RunDir, models: list[str]):
     return found[-1] if found else None
 
 
-def _resumable(run: RunDir, models: list[str]) -> bool:
-    return newest_resumable(run, models) is not None
-
-
 def describe(run: RunDir, old: dict | None, steps: int) -> str:
     """What a run directory holds, in a few words."""
     who = ""
@@ -185,7 +181,7 @@ def plan_out(run: RunDir, identity: dict, steps: int, resume: bool, overwrite: b
                 f"--overwrite replaces it with a run of {steps} steps"
             )
         return OutPlan("replace" if done > steps else "resume")
-    if finished < steps and _resumable(run, identity["models"]):
+    if finished < steps and newest_resumable(run, identity["models"]) is not None:
         return OutPlan("resume", extend_from=finished)
     if overwrite:  # Snakemake reruns a finished cell only when forced or its output is stale
         return OutPlan("replace")

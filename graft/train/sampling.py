@@ -132,16 +132,8 @@ def rollout_step(
     prompts = [learner.policy.encode(text) for text in texts]
     samples, grades, timings = _sample_and_grade(learner, step, batch, prompts, n, seed, grader, world, round_)
     rewards = torch.tensor(grades.rewards, dtype=torch.float32).reshape(len(batch), n)
-    records = StepRecords(
-        model=learner.name,
-        step=step,
-        prompt_ids=[p.id for p in batch],
-        texts=[[s.text for s in group] for group in samples],
-        token_ids=[[s.token_ids for s in group] for group in samples],
-        logprobs=[[s.logprobs for s in group] for group in samples],
-        rewards=rewards,
-        advantages=group_advantages(rewards),
-        truncated=[[s.truncated for s in group] for group in samples],
+    records = StepRecords.from_samples(
+        learner.name, step, [p.id for p in batch], samples, rewards, group_advantages(rewards)
     )
     if learner.recompute_old_logprobs:
         t0 = time.perf_counter()

@@ -265,26 +265,20 @@ def test_a_truncated_trajectory_file_is_refused_naming_file_and_step(uninterrupt
     pq.read_table(directory / "step_00000.parquet")  # the others are untouched
 
 
-def test_a_run_killed_between_checkpoints_resumes_from_its_wall_time_checkpoint(
-    forced_world, tmp_path, uninterrupted, monkeypatch
-):
-    """train.checkpoint_minutes: with checkpoints by step only at the end (checkpoint_every 100) and a tiny interval,
-    a resumable checkpoint follows every step and replaces the one before; a job killed during the third step
-    redoes only that step, ends as the uninterrupted run, and leaves no interim checkpoint for evaluation."""
+def killed_at_step_2_then_resumed(forced_world, tmp_path, monkeypatch, seen, **train) -> list[int]:
+    """Three GRAFT steps with the forced world's config and ``train`` settings into ``tmp_path / "run"``, killed
+    during step 2 (a KeyboardInterrupt stands for a SIGKILL); ``seen`` looks at what the kill left; then resumed.
+    Returns the steps the resume ran."""
     cfg = yaml.safe_load(forced_world["config"].read_text())
-    cfg["train"].update(checkpoint_every=100, checkpoint_minutes=1e-9)
+    cfg["train"].update(train)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    out, done_steps = tmp_path / "run", []
+    out, ran = tmp_path / "run", []
     real_step = Trainer.step
 
     def killed_at_step_2(self, step):
         if step == 2:
-            raise KeyboardInterrupt  # stands for the SIGKILL at the Slurm limit
-        return real_step(self, step)
-
-    def counted(self, step):
-        done_steps.append(step)
+            raise KeyboardInterrupt
         return real_step(self, step)
 
     def run(resume):
@@ -294,11 +288,28 @@ def test_a_run_killed_between_checkpoints_resumes_from_its_wall_time_checkpoint(
     monkeypatch.setattr(Trainer, "step", killed_at_step_2)
     with pytest.raises(KeyboardInterrupt):
         run(resume=False)
-    assert not RunDir(out).checkpoints()
-    assert [p.name for p in RunDir(out).interim_checkpoints()] == ["step_00002"]  # the newest only
-    monkeypatch.setattr(Trainer, "step", counted)
+    seen(RunDir(out))
+    monkeypatch.setattr(Trainer, "step", lambda self, step: ran.append(step) or real_step(self, step))
     run(resume=True)
-    assert done_steps == [2]  # without the interim checkpoint the resume would redo all three steps
+    return ran
+
+
+def test_a_run_killed_between_checkpoints_resumes_from_its_wall_time_checkpoint(
+    forced_world, tmp_path, uninterrupted, monkeypatch
+):
+    """train.checkpoint_minutes: with checkpoints by step only at the end (checkpoint_every 100) and a tiny interval,
+    a resumable checkpoint follows every step and replaces the one before; a job killed during the third step
+    redoes only that step, ends as the uninterrupted run, and leaves no interim checkpoint for evaluation."""
+
+    def seen(run):
+        assert not run.checkpoints()
+        assert [p.name for p in run.interim_checkpoints()] == ["step_00002"]  # the newest only
+
+    ran = killed_at_step_2_then_resumed(
+        forced_world, tmp_path, monkeypatch, seen, checkpoint_every=100, checkpoint_minutes=1e-9
+    )
+    out = tmp_path / "run"
+    assert ran == [2]  # without the interim checkpoint the resume would redo all three steps
     assert metrics(out) == metrics(uninterrupted)
     assert same_weights(weights(out, 3), weights(uninterrupted, 3))
     assert [p.name for p in RunDir(out).checkpoints()] == ["step_00003"]
@@ -314,34 +325,18 @@ def test_resume_state_is_saved_by_wall_time_not_with_every_checkpoint(
     the policy checkpoints hold only their models and a job killed during step 2 starts over; past it (a tiny
     interval) each one holds the resume state and the kill costs only step 2. Either way the run ends as the
     uninterrupted one, and its last checkpoint holds the resume state."""
-    cfg = yaml.safe_load(forced_world["config"].read_text())
-    cfg["train"].update(checkpoint_every=1, checkpoint_minutes=minutes)
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    out, done_steps = tmp_path / "run", []
-    real_step = Trainer.step
 
-    def killed_at_step_2(self, step):
-        if step == 2:
-            raise KeyboardInterrupt  # stands for a SIGKILL
-        done_steps.append(step)
-        return real_step(self, step)
+    def seen(run):
+        saved = {
+            c.name: (c / "state.json").is_file() and (c / "A" / "optimizer.pt").is_file() for c in run.checkpoints()
+        }
+        assert saved == {"step_00001": minutes < 1, "step_00002": minutes < 1}
 
-    def run(resume):
-        req = TrainRequest(load_config(config), get_method("graft"), ["A", "B"], 0, out, 3, resume=resume)
-        Trainer(req).run()
-
-    monkeypatch.setattr(Trainer, "step", killed_at_step_2)
-    with pytest.raises(KeyboardInterrupt):
-        run(resume=False)
-    saved = {
-        c.name: (c / "state.json").is_file() and (c / "A" / "optimizer.pt").is_file() for c in RunDir(out).checkpoints()
-    }
-    assert saved == {"step_00001": minutes < 1, "step_00002": minutes < 1}
-    done_steps.clear()
-    monkeypatch.setattr(Trainer, "step", lambda self, step: done_steps.append(step) or real_step(self, step))
-    run(resume=True)
-    assert done_steps == redone
+    ran = killed_at_step_2_then_resumed(
+        forced_world, tmp_path, monkeypatch, seen, checkpoint_every=1, checkpoint_minutes=minutes
+    )
+    out = tmp_path / "run"
+    assert ran == redone
     assert metrics(out) == metrics(uninterrupted)
     assert same_weights(weights(out, 3), weights(uninterrupted, 3))
     assert (out / "checkpoints" / "step_00003" / "state.json").is_file()
