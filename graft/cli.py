@@ -73,7 +73,7 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from graft.engine.distributed import close_world, init_world
+    from graft.engine.distributed import close_world, end_process, init_world
     from graft.train.request import TrainRequest
     from graft.train.stop import EXIT_CODE, TrainingStopped
     from graft.train.trainer import Trainer
@@ -102,12 +102,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if world.is_main:
             _log_event("stopped", reason=str(stopped), next_step=stopped.next_step)
         close_world(world)  # every process stopped after the same collective save
-        return EXIT_CODE
+        return end_process(world, EXIT_CODE)
     except BaseException:
         close_world(world, wait=False)
         raise
     close_world(world)
-    return 0
+    return end_process(world, 0)
 
 
 def _cmd_archive_import(args: argparse.Namespace) -> int:

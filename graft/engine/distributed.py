@@ -11,7 +11,9 @@ is a world of size 1 and uses none of this.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +139,21 @@ def close_world(world: World, wait: bool = True) -> None:
         if wait:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def end_process(world: World, code: int) -> int:
+    """Return ``code``, or, in a process of a distributed job, exit with it now, without the interpreter's
+    finalization. DeepSpeed keeps its process groups alive past ``destroy_process_group`` (its engines and
+    ``deepspeed.utils.groups`` hold them), so their gloo or NCCL threads outlive the Python interpreter's teardown;
+    one that still needs the GIL then (releasing its last work's tensors) aborts the process ("terminate called
+    without an active exception", exit -6) after every result was written, and torchrun reports the job failed.
+    Call it after ``close_world``, once every file is closed: nothing is left for the teardown to do."""
+    if not world.distributed:
+        return code
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

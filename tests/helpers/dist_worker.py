@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from graft.engine.distributed import (
     close_world,
     enable_gradient_checkpointing,
+    end_process,
     init_world,
     load_sharded,
     save_sharded,
@@ -97,6 +98,7 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
             out / "result.pt",
         )
     close_world(world)
+    end_process(world, 0)
 
 
 def packed(method_name: str, out: Path, engine: str) -> None:
@@ -129,6 +131,7 @@ def packed(method_name: str, out: Path, engine: str) -> None:
     if world.is_main:
         torch.save({"stats": dataclasses.asdict(totals), "params": params, "scores": scores}, out / "result.pt")
     close_world(world)
+    end_process(world, 0)
 
 
 def score(model_dir: Path, out: Path) -> None:
@@ -146,6 +149,7 @@ def score(model_dir: Path, out: Path) -> None:
     if world.is_main:
         torch.save(result, out / "scores.pt")
     close_world(world)
+    end_process(world, 0)
 
 
 if __name__ == "__main__":
