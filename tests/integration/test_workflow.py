@@ -539,7 +539,9 @@ def test_every_job_runs_from_the_configured_environment_and_a_missing_one_stops_
     assert target.is_file() and calls.read_text().split() == ["methods"]
 
 
-PAPER_DRY_RUN = ("all", "--profile", "slurm", "--dry-run")
+LIST_JOBS = ("--quiet", "host")
+"""Replaces the Slurm profile's ``quiet: [rules]``: the dry run lists every job with its resources."""
+PAPER_DRY_RUN = ("all", "--profile", "slurm", "--dry-run", *LIST_JOBS)
 
 
 @pytest.fixture(scope="module")
@@ -561,6 +563,18 @@ def test_paper_config_dry_run_through_the_slurm_profile(paper_dry_run):
     assert counts["report"] == 1
 
 
+def test_the_paper_dry_run_reads_as_a_summary_and_lists_every_job_behind_a_flag(paper_dry_run):
+    """Through the Slurm profile the paper's dry run is a page a person reads: graft's plan (jobs per rule,
+    GPU-hours, disk) and Snakemake's job counts, no block per job and no warning; --quiet host lists all 637."""
+    summary = run(tool("snakemake"), *PAPER_DRY_RUN[: -len(LIST_JOBS)], check=True)
+    output = summary.stdout + summary.stderr
+    assert len(output.splitlines()) < 100 and "rule train:" not in output
+    assert "jobs per rule" in output and "GPU-hours: training" in output and "peak:" in output
+    assert "warning" not in output.lower()
+    assert job_counts(summary) == job_counts(paper_dry_run)
+    assert (paper_dry_run.stdout + paper_dry_run.stderr).count("rule train:") == job_counts(summary)["train"]
+
+
 def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than_fit(tmp_path):
     """workflow.disk_budget_gb of 5 TB on the paper config: the plan's peak stays within it, and in the dry run
     every training job but the first k waits for another cell's pruning, each cell for at most one and waited for
@@ -576,7 +590,7 @@ def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than
     peak = [line for line in describe(config, str(path)).splitlines() if "peak under workflow.disk_budget_gb" in line]
     assert len(peak) == 1 and f"at most {k} cells in flight" in peak[0]
     assert float(peak[0].split("GB): ")[1].split(" TB")[0]) <= 5.0
-    out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", check=True)
+    out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", *LIST_JOBS, check=True)
     waits = {}
     for block in (out.stdout + out.stderr).split("rule train:")[1:]:
         inputs = block.split("input: ", 1)[1].split("\n", 1)[0].split(", ")
@@ -612,7 +626,8 @@ def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_th
             os.utime(path, (time.time() - 1000 + 100 * age,) * 2)
 
     def dry_run(*args):
-        cmd = [tool("snakemake"), "--profile", "slurm", target, *args, "--dry-run", "--config", f"results={results}"]
+        cmd = [tool("snakemake"), "--profile", "slurm", target, *args, "--dry-run", *LIST_JOBS]
+        cmd += ["--config", f"results={results}"]
         return run(*cmd, check=True)
 
     assert job_counts(dry_run()) == {}
@@ -632,7 +647,8 @@ def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     on each (started by the job's own srun, with the job's CPUs per task: the executor's "mpi" resource), 4 GPUs per
     node and SIGURG 600 s before its time limit."""
     out = run(
-        tool("snakemake"), "all", "--profile", "slurm", "--configfile", "config/pair-8b.yaml", "--dry-run", check=True
+        tool("snakemake"), "all", "--profile", "slurm", "--configfile", "config/pair-8b.yaml", "--dry-run", *LIST_JOBS,
+        check=True,
     )
     counts = job_counts(out)
     assert counts["train"] == 2 * 3 + 3  # grpo_n8 for each model and graft on the pair, 3 seeds each
