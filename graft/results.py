@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from graft.errors import ConfigError
+
 TIMING_METRICS = frozenset(
     {"rollout_s", "reward_s", "scoring_s", "recompute_s", "update_s", "step_time_s", "gpu_hours"}
 )
@@ -121,16 +123,31 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def listed_files(ckpt: Path) -> dict[str, tuple[int, str]]:
+    """Each file a checkpoint's manifest lists, relative to the checkpoint, with its size and sha256. A manifest
+    that is missing or not one this project wrote is refused in one line naming it."""
+    path = ckpt / MANIFEST
+    try:
+        files = json.loads(path.read_text())["files"]
+        return {str(name): (int(want["size"]), str(want["sha256"])) for name, want in files.items()}
+    except FileNotFoundError:
+        raise ConfigError(f"{str(path)!r}: no such file; a checkpoint's {MANIFEST} is written last") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ConfigError(
+            f"{str(path)!r} is unreadable ({type(err).__name__}: {err}); it should be JSON of the form "
+            '{"files": {"<model>/<file>": {"size": N, "sha256": "..."}}}'
+        ) from None
+
+
 def damage(ckpt: Path, model: str | None = None) -> str | None:
     """What is wrong with a checkpoint against its manifest (first problem found), or None when intact. Files of
     the resume state that pruning removed on purpose are not damage (a resume asks for those separately).
     ``model``: only that model's directory as evaluation reads it, its resume state left out."""
-    try:
-        files = json.loads((ckpt / MANIFEST).read_text())["files"]
-        wanted = {name: (int(want["size"]), want["sha256"]) for name, want in files.items()}
-    except FileNotFoundError:
+    if not (ckpt / MANIFEST).is_file():
         return f"no {MANIFEST}"
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+    try:
+        wanted = listed_files(ckpt)
+    except ConfigError:
         return f"{MANIFEST} is unreadable"
     for name, (size, sha256) in wanted.items():
         parts = Path(name).parts

@@ -19,7 +19,17 @@ from graft.engine.policy import Policy
 from graft.engine.reward import Grader
 from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
-from graft.results import MANIFEST, RunDir, damage, eval_file, is_pruned, parse_step, step_name, write_text
+from graft.results import (
+    MANIFEST,
+    RunDir,
+    damage,
+    eval_file,
+    is_pruned,
+    listed_files,
+    parse_step,
+    step_name,
+    write_text,
+)
 from graft.scores import mean_pass_at_k
 from graft.seeding import derive
 
@@ -259,8 +269,8 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int, v
     manifest = checkpoint.parent / MANIFEST
     prefix = f"{checkpoint.name}/"
     if manifest.is_file():
-        listed = json.loads(manifest.read_text())["files"]
-        files = {name: entry["sha256"] for name, entry in listed.items() if name.startswith(prefix)}
+        listed = listed_files(checkpoint.parent)
+        files = {name: sha256 for name, (_, sha256) in listed.items() if name.startswith(prefix)}
     else:
         files = {
             f"{prefix}{p.relative_to(checkpoint)}": sha256(p) for p in sorted(checkpoint.rglob("*")) if p.is_file()

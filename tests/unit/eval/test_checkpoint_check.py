@@ -97,3 +97,15 @@ def test_a_run_evaluated_as_a_model_it_did_not_train_is_refused(run, capsys, tmp
     run.run_json.write_bytes(b'{"models": ["qwen2')
     err = refused(evaluate(config, run, "--run", str(run.root), "--out-dir", str(tmp_path / "evals")), capsys)
     assert f"--run: '{run.run_json}' is not a run record with a list of 'models'" in err
+
+
+@pytest.mark.parametrize("garbage", [b'{"files": {"qwen25/config.json": {"size": 3', b"\xff\xfe{}", b'{"files": []}'])
+def test_a_pruned_checkpoint_with_a_corrupt_manifest_is_refused_naming_the_manifest(run, capsys, tmp_path, garbage):
+    """Pruning leaves a checkpoint's manifest alone, and the evaluation kept beside the run is matched through it."""
+    config, run = run
+    shutil.rmtree(run.checkpoint(2) / "qwen25")
+    manifest = run.checkpoint(2) / "manifest.json"
+    manifest.write_bytes(garbage)
+    err = refused(evaluate(config, run, "--run", str(run.root), "--out-dir", str(tmp_path / "evals")), capsys)
+    assert err.startswith(f"graft: error: '{manifest}' is unreadable (") and '{"files": {"<model>/<file>"' in err, err
+    assert not (tmp_path / "evals").exists()
