@@ -647,7 +647,14 @@ def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
     on each (started by the job's own srun, with the job's CPUs per task: the executor's "mpi" resource), 4 GPUs per
     node and SIGURG 600 s before its time limit."""
     out = run(
-        tool("snakemake"), "all", "--profile", "slurm", "--configfile", "config/pair-8b.yaml", "--dry-run", *LIST_JOBS,
+        tool("snakemake"),
+        "all",
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/pair-8b.yaml",
+        "--dry-run",
+        *LIST_JOBS,
         check=True,
     )
     counts = job_counts(out)
