@@ -147,7 +147,8 @@ def end_process(world: World, code: int) -> int:
     ``deepspeed.utils.groups`` hold them), so their gloo or NCCL threads outlive the Python interpreter's teardown;
     one that still needs the GIL then (releasing its last work's tensors) aborts the process ("terminate called
     without an active exception", exit -6) after every result was written, and torchrun reports the job failed.
-    Call it after ``close_world``, once every file is closed: nothing is left for the teardown to do."""
+    Call it after ``close_world``, once every file is closed and every helper process stopped (the grading pool,
+    vLLM's engine cores: the Trainer stops them): no ``atexit`` handler runs, so nothing may be left for one to do."""
     if not world.distributed:
         return code
     logging.shutdown()

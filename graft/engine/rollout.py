@@ -51,6 +51,11 @@ class RolloutBackend(Protocol):
         calls it."""
         ...
 
+    def close(self) -> None:
+        """Stop whatever runs beside the training process for it (vLLM's engine core); called once no rollout is
+        left."""
+        ...
+
 
 class HFRollout:
     """Sampling with ``model.generate``: top_k=0 and top_p passed explicitly (transformers 5 otherwise samples
@@ -77,6 +82,9 @@ class HFRollout:
     @torch.no_grad()
     def sync_from(self, weights: WeightStream, world: World) -> None:
         self.policy.model.load_state_dict(dict(weights.tensors()))
+
+    def close(self) -> None:
+        """Nothing to stop: ``generate`` runs in the training process."""
 
     @torch.no_grad()
     def generate(

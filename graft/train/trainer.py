@@ -305,7 +305,10 @@ class Trainer:
             write_text(run.run_json, json.dumps(record, indent=2) + "\n")
         tracker = Tracker(self.cfg, run.root, meta, self.start_step) if main else None
         try:
-            self._train_steps(log, tracker)
+            try:
+                self._train_steps(log, tracker)
+            finally:
+                self._close_rollouts()
             self._evaluate()
         finally:
             self.grader.close()
@@ -318,6 +321,14 @@ class Trainer:
                 checkpoint.remove_resume_state(run.saved_checkpoints(), list(self.req.models))
         self.world.barrier()
         return run.metrics
+
+    def _close_rollouts(self) -> None:
+        """Stop the learners' rollout engines once no step is left: before an evaluation's engine asks for its share
+        of the GPU, and before a process of a distributed job ends without the interpreter's teardown
+        (graft.engine.distributed.end_process), which would leave vLLM's engine core processes running, holding
+        the job's GPU memory and its output streams."""
+        for learner in self.__dict__.get("learners", ()):  # only the models this run loaded
+            learner.rollout.close()
 
     def _evaluate(self) -> None:
         """With ``--eval-dir``, every checkpoint of the run not yet evaluated there."""

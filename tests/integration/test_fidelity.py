@@ -42,6 +42,9 @@ class ShiftedRollout:
     def sync_from(self, weights, world):
         self.inner.sync_from(weights, world)
 
+    def close(self):
+        self.inner.close()
+
 
 def shifted_trainer(world, out, method, old_logprobs, **train_changes):
     config = load_config(world["config"])

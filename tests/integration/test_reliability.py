@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from graft.cli import main
 from graft.config import load_config
 from graft.data.records import read_step
+from graft.engine.rollout import HFRollout
 from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.results import TIMING_METRICS, RunDir
@@ -340,6 +341,31 @@ def test_resume_state_is_saved_by_wall_time_not_with_every_checkpoint(
     assert metrics(out) == metrics(uninterrupted)
     assert same_weights(weights(out, 3), weights(uninterrupted, 3))
     assert (out / "checkpoints" / "step_00003" / "state.json").is_file()
+
+
+def test_the_rollout_engines_stop_when_the_steps_end_before_any_evaluation_and_on_a_stop(
+    forced_world, tmp_path, monkeypatch
+):
+    """A process of a distributed job ends without the interpreter's teardown (graft.engine.distributed.end_process),
+    so the trainer stops its learners' rollout engines itself: vLLM's engine cores would otherwise outlive torchrun,
+    holding the job's GPU memory and output streams. Each once: after the last step, before an evaluation's engine
+    would start; and on a stop signal."""
+    events = []
+    monkeypatch.setattr(HFRollout, "close", lambda self: events.append("close"))
+    monkeypatch.setattr(Trainer, "_evaluate", lambda self: events.append("evaluate"))
+    train(forced_world, tmp_path / "finished", steps=1)
+    assert events == ["close", "close", "evaluate"]
+    events.clear()
+    real_update = Trainer._update
+
+    def signal_in_update(self, learner, groups, step):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_update(self, learner, groups, step)
+
+    monkeypatch.setattr(Trainer, "_update", signal_in_update)
+    with pytest.raises(TrainingStopped):
+        train(forced_world, tmp_path / "stopped", steps=2)
+    assert events == ["close", "close"]
 
 
 def test_a_stop_signal_saves_where_the_step_stands_and_the_resume_ends_as_the_uninterrupted_run(
