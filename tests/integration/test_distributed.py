@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.dist_case import build_case, reference_model
+from helpers.processes import kill_torchrun
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -358,7 +359,6 @@ def split_run(forced_world, tmp_path_factory) -> tuple[Path, Path]:
 def test_a_killed_split_run_resumes_to_the_uninterrupted_result(split_run, tmp_path):
     """SIGKILL to the whole torchrun process tree of a split run once its step-2 checkpoint is committed, then
     --resume: each group restores its own model and the run ends with the uninterrupted run's metrics and weights."""
-    import signal
     import time
 
     path, whole = split_run
@@ -374,7 +374,7 @@ def test_a_killed_split_run_resumes_to_the_uninterrupted_result(split_run, tmp_p
     while not (killed / "checkpoints" / "step_00002" / "state.json").is_file():
         assert proc.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 2"
         time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
+    kill_torchrun(proc.pid)
     proc.wait(timeout=60)
     assert not (killed / "done.json").exists()
     _assert_resumes_to_the_whole_run(path, killed, whole)

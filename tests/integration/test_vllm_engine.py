@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from helpers.forced import FORCED, TEMPLATE, build_forced_model, forced_config, write_forced_problems
+from helpers.processes import kill_torchrun
 
 from graft.cli import main
 from graft.config import ModelSpec
@@ -393,8 +394,6 @@ def test_a_killed_two_process_vllm_run_resumes_with_engines_on_the_checkpoint_we
     ``--resume``: the run completes from its newest checkpoint, and the engine log-probs stored with the first
     resumed step's samples are the checkpoint model's forward pass, not the base model's (the engines start from
     the base weights and must be loaded with the resumed ones)."""
-    import os
-    import signal
     import time
 
     import pyarrow.parquet as pq
@@ -407,7 +406,7 @@ def test_a_killed_two_process_vllm_run_resumes_with_engines_on_the_checkpoint_we
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
         assert time.monotonic() < deadline, "no checkpoint within the timeout"
         time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
+    kill_torchrun(proc.pid)
     proc.wait(timeout=60)
     proc.stderr.close()
     assert not (out / "done.json").exists()
