@@ -41,13 +41,13 @@ MAX_NEW = 16
 MAX_LEN = 128
 ARCHS = {"qwen3": ("chars", 258), "gpt2": ("gpt2_regex", 300), "smollm3": ("gpt2_regex", 300)}
 BLOCK = 32
+"""KV block size of the test engines: the CPU build's default is 128 tokens, and only full blocks enter the prefix
+cache, so with the default a prompt under 128 tokens is never cached and the reset below could not matter."""
 LOSS_ABS = 1e-5
 """How far a sharded run's loss may be from one process's: the loss is a token mean of terms of about 1 (advantage
 times ratio) that nearly cancel (to about 1e-4 on these runs), so its float32 summation-order error scales with the
 terms (eps 6e-8 times the root of about a thousand tokens), not with the result; measured: 4.4e-7 for the group of
 three colocated on two processes."""
-"""KV block size of the test engines: the CPU build's default is 128 tokens, and only full blocks enter the prefix
-cache, so with the default a prompt under 128 tokens is never cached and the reset below could not matter."""
 LONG = "Add the two numbers below, check the sum once more, then write it in a box at the end. What is 2+3?"
 """A prompt of more than two 32-token KV blocks in the character-level model, so the prefix cache holds it."""
 
