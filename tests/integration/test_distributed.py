@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.dist_case import build_case, reference_model
-from helpers.processes import kill_torchrun
+from helpers.processes import children, kill_torchrun
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -409,8 +409,7 @@ def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_re
     while not (out / "metrics.jsonl").is_file():  # step 0 is done
         assert job.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 1"
         time.sleep(0.01)
-    workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == job.pid]
-    rank1 = next(pid for pid in workers if "RANK=1" in Path(f"/proc/{pid}/environ").read_text().split("\0"))
+    rank1 = next(pid for pid in children(job.pid) if "RANK=1" in Path(f"/proc/{pid}/environ").read_text().split("\0"))
     os.kill(rank1, signal.SIGURG)
     assert job.wait(timeout=300) != 0
     err = log.read_text()
@@ -421,14 +420,6 @@ def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_re
     assert next_step == stopped[0]["next_step"] < 6 and not RunDir(out).checkpoints()
     assert {r["step"] for r in _metrics_without_timings(out)} == set(range(next_step))
     _assert_resumes_to_the_whole_run(path, out, whole)
-
-
-def _parent(proc: Path) -> int | None:
-    """The parent pid of a /proc/<pid> entry; None once the process is gone."""
-    try:
-        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
 
 
 def test_hugging_face_rollouts_seeded_per_prompt_sample_alike_on_one_process_and_two(forced_world, tmp_path):
