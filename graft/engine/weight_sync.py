@@ -158,15 +158,26 @@ def write_safetensors(
     return 8 + len(encoded) + offset
 
 
+def _sync_file_owner(job: str | None, restart: int, pid: int | str) -> str:
+    return f"job{job}.{restart}-pid{pid}" if job else f"pid{pid}"
+
+
 def sync_file_prefix(pid: int) -> str:
-    """The start of a weight-sync file's name: the writing process's pid, so that the run that takes over a dead
-    holder's lock on the same node can find the files it left (graft.train.lock)."""
-    return f"graft-weights-{pid}-"
+    """The start of the name of a weight-sync file written by process ``pid`` of this process's Slurm job run
+    (graft.train.lock.this_job_run): the job id and restart count, which every node's file of the run shares, then
+    the pid; outside Slurm the pid alone. A requeued job's files are thus apart from its earlier run's, and the run
+    that takes over a dead holder's lock (graft.train.lock, which records the same job run) finds the files it left
+    on its node, whichever node that is."""
+    from graft.train.lock import this_job_run
+
+    job, restart = this_job_run()
+    return f"graft-weights-{_sync_file_owner(job, restart, pid)}-"
 
 
-def sync_file_pattern(pid: int) -> str:
-    """A glob pattern for the weight-sync files process ``pid`` wrote."""
-    return f"{sync_file_prefix(pid)}*.safetensors"
+def sync_file_pattern(job: str | None, restart: int, pid: int | None) -> str:
+    """A glob for the weight-sync files of run ``restart`` of Slurm job ``job``: of its process ``pid``, or of all
+    its processes with ``pid`` None; outside Slurm (``job`` None) of process ``pid``."""
+    return f"graft-weights-{_sync_file_owner(job, restart, '*' if pid is None else pid)}-*.safetensors"
 
 
 @contextmanager

@@ -22,6 +22,7 @@ import json
 import random
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,7 @@ def save(
     keep_resumable: int = 2,
     interim: bool = False,
     with_resume_state: bool = True,
+    check_held: Callable[[], None] = lambda: None,
 ) -> Path:
     """Write the checkpoint of ``next_step`` and drop the resume state of all but the newest ``keep_resumable``;
     ``interim``: a checkpoint saved by wall time or on a stop signal, which replaces the previous interim one;
@@ -116,8 +118,11 @@ def save(
     ``learners``: this process's models (each saved by the processes it is sharded over); ``world``: the whole
     job; ``dtypes``: each model's configured dtype, in which a sharded run exports its float32 master weights;
     ``capabilities``: every model's HACPO tracker; ``model_processes``: how many processes each model is sharded
-    over (the placement's), so that a resume can tell a sharded model from a whole one. Returns the checkpoint's
-    directory."""
+    over (the placement's), so that a resume can tell a sharded model from a whole one; ``check_held``: raises
+    when the run's lock is no longer this run's (graft.train.lock), on every process (collective), asked before
+    anything of the run directory changes and again before the checkpoint is put in place, since a save of a
+    large model takes minutes. Returns the checkpoint's directory."""
+    check_held()
     final = run.interim_root / step_name(next_step) if interim else run.checkpoint(next_step)
     tmp = begin_dir(final) if world.is_main else temp_dir(final)
     world.barrier()
@@ -155,6 +160,7 @@ def save(
         (tmp / "state.json").write_text(json.dumps(state))
     world.barrier()  # every process's shards are on disk before the manifest lists them
     write_manifest(tmp, world)
+    check_held()
     if world.is_main:
         commit_dir(tmp, final)
         if with_resume_state:

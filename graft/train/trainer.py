@@ -41,7 +41,7 @@ from graft.services.tracking import Tracker, check_backends
 from graft.train import checkpoint
 from graft.train.exchange import exchange
 from graft.train.learner import Learner, make_learner
-from graft.train.lock import RunLock
+from graft.train.lock import LockLost, RunLock
 from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerSource
 from graft.train.request import TrainRequest, validate_request
 from graft.train.run_state import OutPlan, plan_out, replace, run_settings
@@ -85,6 +85,8 @@ class Trainer:
         self.scoring = ScoringSettings.from_train(self.cfg.train)
         self.start_step = 0
         self.stops = StopRequests()
+        self.lock: RunLock | None = None
+        """The run directory's lock while ``run`` holds it, on process 0."""
 
     @cached_property
     def learners(self) -> list[Learner]:
@@ -257,6 +259,7 @@ class Trainer:
         lock = RunLock(self.run_dir.root, self.req.force_unlock, sync_dir=sync_dir) if self.world.is_main else None
         with lock or nullcontext():
             self.world.barrier()  # process 0 holds the lock before any process reads the directory
+            self.lock = lock
             return self._run(log)
 
     def _meta(self) -> dict:
@@ -314,6 +317,7 @@ class Trainer:
             self.grader.close()
             if tracker is not None:
                 tracker.close()
+        self._check_lock()
         if main:
             self._write_done()
             # only after done.json: a run killed before it is written must still be able to resume
@@ -361,6 +365,7 @@ class Trainer:
             keep,
             interim,
             state,
+            self._check_lock,
         )
         last_save, saved = time.monotonic(), self.start_step
         with self.stops:
@@ -392,6 +397,19 @@ class Trainer:
                     last_save, saved = time.monotonic(), step + 1
                 if stop:
                     raise TrainingStopped(self.stops.received, step + 1, path)
+
+    def _check_lock(self) -> None:
+        """Raise ``LockLost`` on every process when process 0's lock is no longer this run's: a trainer that took
+        the run over owns the directory now. Collective, asked before each save."""
+        lost = None
+        if self.lock is not None:
+            try:
+                self.lock.check_held()
+            except LockLost as err:
+                lost = str(err)
+        lost = self.world.gather(lost)[0]
+        if lost is not None:
+            raise LockLost(lost)
 
     def _any_process(self, *flags: bool) -> list[bool]:
         """Each flag, true where it is true on any process: one collective that every process makes at the same
