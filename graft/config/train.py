@@ -69,6 +69,18 @@ class TrainSpec:
     (``graft train --resume`` with more ``--steps``). False: removed once ``done.json`` is written, and a rerun of
     the finished cell trains it from the start. Changing it retrains nothing."""
 
+    step_deadline_factor: Positive = 5.0
+    """A step's deadline, in multiples of its reference: the longer of the step time's prediction for the cell
+    (graft.planning.step_time, dynamic sampling's every extra draw made; none on a CPU configuration) and the
+    slowest step the process has finished; never under 15 minutes, and three times that for a process's first
+    step, which sets up its collectives and engines (graft.train.deadline). A step past its deadline dumps every
+    thread's stack to the log and ends the job, whose retry resumes from the last checkpoint: a hung engine, file
+    system or collective costs this instead of the job's time limit."""
+
+    step_deadline_minutes: Positive | None = None
+    """Every step's deadline in minutes, the first included, in place of ``step_deadline_factor``'s; None: that
+    factor's."""
+
     micro_batch: Count = 64
     """Responses per forward pass at most; gradients are accumulated, so this changes memory, not the
     optimisation."""

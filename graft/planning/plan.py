@@ -40,8 +40,9 @@ from graft.planning.memory import (
     shards_per_model,
 )
 from graft.planning.site import runtime_hours
-from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
+from graft.planning.step_time import cell_steps, gpu_rates, longest_step_seconds, step_seconds
 from graft.results import ResultsTree, RunDir, replay_cell
+from graft.train.deadline import DEADLINE_FLOOR_S, FIRST_STEP_ALLOWANCE, step_deadline_s
 
 
 @dataclass(frozen=True)
@@ -348,6 +349,7 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     lines += disk_lines(cfg, disk_use(cfg, cells, steps, base), steps)
     lines += peak_lines(cfg, cells)
     lines += estimate_basis(cfg)
+    lines.append(deadline_line(cfg))
     lines += step_lines(cfg, cells)
     kinds = job_kinds(cfg, cells, steps, base)
     lines += job_lines(kinds, *rule_limits(cfg, kinds, profile))
@@ -404,9 +406,27 @@ def estimate_basis(cfg: RunConfig) -> list[str]:
     return lines
 
 
+def deadline_line(cfg: RunConfig) -> str:
+    """How long a training step may take before its job ends (graft.train.deadline); ``step_lines`` gives each kind
+    of cell's."""
+    train = cfg.train
+    if train.step_deadline_minutes is not None:
+        return f"step deadline: {train.step_deadline_minutes:g} minutes, every step (train.step_deadline_minutes)"
+    reference = (
+        "the longer of its cell's predicted longest step and its slowest step so far (column deadline below, before "
+        "any step is measured)"
+        if gpu_rates(cfg)
+        else "its slowest step so far (no step time is predicted on a CPU configuration)"
+    )
+    return (
+        f"step deadline: train.step_deadline_factor {train.step_deadline_factor:g} x {reference}, at least "
+        f"{DEADLINE_FLOOR_S / 60:g} minutes; a process's first step {FIRST_STEP_ALLOWANCE:g} times that"
+    )
+
+
 def step_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
-    """Each kind of cell's step under both placements, and its parts per model under ``scale.placement``: what
-    its training jobs' lengths rest on."""
+    """Each kind of cell's step under both placements, its parts per model under ``scale.placement`` (what its
+    training jobs' lengths rest on), and its step deadline before any step is measured."""
     rates = gpu_rates(cfg)
     if rates is None:
         return []
@@ -417,7 +437,7 @@ def step_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     ]
     kinds = list(dict.fromkeys((c.method, c.models) for c in cells))
     width = max(len(m) for m, _ in kinds) + 2
-    lines.append(f"  {'method':<{width}}{'models':<28}{'colocated':>10}{'split':>8}  parts")
+    lines.append(f"  {'method':<{width}}{'models':<28}{'colocated':>10}{'split':>8}{'deadline':>10}  parts")
     for method, models in kinds:
         steps = {p: cell_steps(cfg, rates, method, models, p) for p in ("colocated", "split")}
         if steps[placement] is None:
@@ -429,9 +449,19 @@ def step_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
             for m, s in zip(models, steps[placement], strict=True)
         )
         split = f"{seconds['split']:.0f}" if len(models) > 1 else "-"
-        if get_method(method, cfg.methods).dynamic_sampling:
-            parts += " (a floor: dynamic sampling's extra draws are not priced)"
-        lines.append(f"  {method:<{width}}{' + '.join(models):<28}{seconds['colocated']:>10.0f}{split:>8}  {parts}")
+        preset = get_method(method, cfg.methods)
+        if preset.dynamic_sampling:
+            parts += " (a floor: dynamic sampling's extra draws are not priced; the deadline prices them)"
+        deadline = step_deadline_s(
+            factor=cfg.train.step_deadline_factor,
+            minutes=cfg.train.step_deadline_minutes,
+            reference_s=longest_step_seconds(cfg, preset, models),
+            first=False,
+        )
+        lines.append(
+            f"  {method:<{width}}{' + '.join(models):<28}{seconds['colocated']:>10.0f}{split:>8}{deadline:>10.0f}"
+            f"  {parts}"
+        )
     return lines
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from graft.config import RunConfig
 from graft.methods import get_method
 from graft.planning.disk import checkpoint_bytes, resume_bytes
-from graft.planning.step_time import ModelStep, cell_steps, gpu_rates, step_seconds
+from graft.planning.step_time import longest_step_seconds
 
 GPU_RULES = ("train", "evaluate_checkpoints", "evaluate_base", "reevaluate_selected")
 """The rules whose jobs run on GPUs (``slurm.gpus``) in ``slurm.gpu_partition``; every other rule's jobs run in
@@ -72,17 +72,12 @@ def stop_lead_seconds(cfg: RunConfig, method: str, models: tuple[str, ...]) -> i
     predicted step (dynamic sampling's every extra draw made), twice over (``STEP_MARGIN``), plus the save of an
     interim checkpoint (weights and resume state of each model at ``slurm.save_gb_per_s``) and the signal's delay,
     in whole minutes. None where the step time has no figures (a CPU configuration)."""
-    rates = gpu_rates(cfg)
-    placement = cfg.scale.placement
-    steps = None if rates is None else cell_steps(cfg, rates, method, models, placement)
+    longest = longest_step_seconds(cfg, get_method(method, cfg.methods), models)
     saved = [checkpoint_bytes(cfg, m) for m in models] + [resume_bytes(cfg, m) for m in models]
-    if steps is None or None in saved:
+    if longest is None or None in saved:
         return None
-    preset = get_method(method, cfg.methods)
-    draws = 1 + (preset.resample_rounds if preset.dynamic_sampling else 0)
-    longest = [ModelStep(s.generation * draws, s.scoring, s.update, s.sync) for s in steps]
     save = sum(saved) / (cfg.slurm.save_gb_per_s * 1e9)
-    seconds = STEP_MARGIN * step_seconds(longest, placement) + save + SIGNAL_DELAY_S
+    seconds = STEP_MARGIN * longest + save + SIGNAL_DELAY_S
     return math.ceil(seconds / 60) * 60
 
 

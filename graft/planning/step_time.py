@@ -217,12 +217,19 @@ def gpu_rates(cfg: RunConfig) -> Rates | None:
 def cell_steps(
     cfg: RunConfig, rates: Rates, method: str, models: tuple[str, ...], placement: str
 ) -> list[ModelStep] | None:
+    """Each model's step in a cell of the preset or config method named ``method`` (``preset_steps``)."""
+    return preset_steps(cfg, rates, get_method(method, cfg.methods), models, placement)
+
+
+def preset_steps(
+    cfg: RunConfig, rates: Rates, method: Method, models: tuple[str, ...], placement: str
+) -> list[ModelStep] | None:
     """Each model's step in a cell of ``method`` under ``placement``; None where a figure is missing (a model's
     sizes or its ``workflow.rollout_tokens_per_s``)."""
     w, train, scale = cfg.workflow, cfg.train, cfg.scale
     gpus = scale.processes * scale.nodes // model_groups(placement, len(models))
     recompute = train.old_logprobs == "recompute" or (train.old_logprobs == "auto" and scale.rollout == "vllm")
-    rows = step_rows(get_method(method, cfg.methods), train.prompts_per_step, w.exchange_share, recompute)
+    rows = step_rows(method, train.prompts_per_step, w.exchange_share, recompute)
     prompt = w.mean_prompt_tokens or train.max_prompt_tokens
     response = w.mean_response_tokens or train.max_response_tokens
     steps = []
@@ -233,3 +240,15 @@ def cell_steps(
         flops = tuple(rates.peak_flops * u for u in rates.utilization[name])
         steps.append(model_step(sizes, rows, prompt, response, gpus, rate, flops, rates.sync_bytes_per_s))
     return steps
+
+
+def longest_step_seconds(cfg: RunConfig, method: Method, models: tuple[str, ...]) -> float | None:
+    """A cell's longest predicted step under ``scale.placement``: with dynamic sampling, every extra draw made (its
+    generation that many times over). None where the step time has no figures (a CPU configuration)."""
+    rates = gpu_rates(cfg)
+    placement = cfg.scale.placement
+    steps = None if rates is None else preset_steps(cfg, rates, method, models, placement)
+    if steps is None:
+        return None
+    draws = 1 + (method.resample_rounds if method.dynamic_sampling else 0)
+    return step_seconds([ModelStep(s.generation * draws, s.scoring, s.update, s.sync) for s in steps], placement)

@@ -49,14 +49,17 @@ OPERATIONAL = frozenset(
         "checkpoint_minutes",
         "resumable_checkpoints",
         "keep_resume_state",
+        "step_deadline_factor",
+        "step_deadline_minutes",
         "micro_batch",
         "micro_batch_tokens",
         "logits_chunk_mib",
         "rollout_batch",
     }
 )
-"""Fields of ``train:`` that change how a run is saved or batched for memory, not what it computes: a resume may
-change them (a smaller micro-batch after an out-of-memory kill, say)."""
+"""Fields of ``train:`` that change how a run is saved, batched for memory or given up on, not what it computes: a
+resume may change them (a smaller micro-batch after an out-of-memory kill, a longer step deadline after a slow step
+was taken for a hang)."""
 
 IDENTITY = ("method", "models", "seed", "peer_archive", "settings")
 """What a resumed run must share with the run it continues, in the order a refusal names the first difference."""

@@ -35,10 +35,12 @@ from graft.engine.trajectory import Group, Trajectory
 from graft.engine.weight_sync import SHM
 from graft.errors import ConfigError
 from graft.numerics import numerics_record
+from graft.planning.step_time import longest_step_seconds
 from graft.results import RunDir, write_text
 from graft.seeding import generator
 from graft.services.tracking import Tracker, check_backends
 from graft.train import checkpoint
+from graft.train.deadline import StepDeadline
 from graft.train.exchange import exchange
 from graft.train.learner import Learner, make_learner
 from graft.train.lock import LockLost, RunLock
@@ -349,7 +351,8 @@ class Trainer:
         ``train.checkpoint_minutes`` is unset, else once that much wall time has passed since the last (with a
         policy checkpoint when one is due, alone as an interim checkpoint when not), on a stop signal
         (graft.train.stop, after which ``TrainingStopped`` is raised) and at the last step. A kill loses at most
-        ``train.checkpoint_minutes`` of training."""
+        ``train.checkpoint_minutes`` of training. Each step has a deadline (graft.train.deadline), past which the
+        process ends."""
         run, main = self.run_dir, self.world.is_main
         every, minutes = self.cfg.train.checkpoint_every, self.cfg.train.checkpoint_minutes
         keep = self.cfg.train.resumable_checkpoints
@@ -368,11 +371,15 @@ class Trainer:
             self._check_lock,
         )
         last_save, saved = time.monotonic(), self.start_step
-        with self.stops:
+        train = self.cfg.train
+        predicted = longest_step_seconds(self.cfg, self.method, tuple(self.req.models))
+        deadline = StepDeadline(train.step_deadline_factor, train.step_deadline_minutes, predicted, self.world.rank)
+        with self.stops, deadline:
             for step in range(self.start_step, self.req.steps):
                 rng, capabilities = checkpoint.rng_state(), {n: t.state_dict() for n, t in self.capabilities.items()}
                 try:
-                    rows = self.step(step)
+                    with deadline.step(step):
+                        rows = self.step(step)
                 except _StepAbandoned:  # back to the state the step started from, which is saved
                     checkpoint.set_rng_state(rng)
                     for name, state in capabilities.items():
