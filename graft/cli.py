@@ -15,14 +15,16 @@ from typing import Any, NoReturn
 import yaml
 
 import graft
-from graft.config import load_config, read_yaml
+from graft.config import RunConfig, load_config, read_yaml
 from graft.errors import ConfigError
 from graft.methods import PRESETS, Method, get_method, resolve_all, with_switches
+from graft.names import check_name
 from graft.numerics import check_mode
+from graft.paths import check_input, check_output, describe
 from graft.results import ResultsTree, RunDir, is_pruned, write_text
 from graft.services.offline import go_offline
 from graft.services.progress import Progress
-from graft.typed_config import Count, NonNegativeInt, Probability, field_types, load_yaml, read_option
+from graft.typed_config import Count, NonNegativeInt, Probability, coerce, field_types, load_yaml, read_option
 
 USAGE = (
     "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
@@ -51,7 +53,12 @@ def _set_threads(threads: int | None) -> None:
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
-    custom = (read_yaml(args.config).get("methods") or {}) if args.config else {}
+    if args.out:
+        check_output("--out", args.out, "file", {"--config": args.config})
+    # the config's user presets alone, checked as loading it checks them: the rest may name models not yet fetched
+    section = (read_yaml(args.config).get("methods") or {}) if args.config else {}
+    custom = coerce(section, field_types(RunConfig)["methods"], "methods")
+    resolve_all(custom)
     if args.name:
         note = PRESETS[args.name].note if args.name in PRESETS else ""
         if note:
@@ -78,13 +85,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from graft.train.stop import EXIT_CODE, TrainingStopped
     from graft.train.trainer import Trainer
 
+    check_output("--out", args.out, "directory", {"--config": args.config})
+    if args.eval_dir is not None:
+        check_output("--eval-dir", args.eval_dir, "directory", {"--out": args.out})
+    for archive in args.peer_archive or ():
+        check_input("--peer-archive", archive, "directory")
     switches = {key.removeprefix("method."): value for key, value in args.settings if key.startswith("method.")}
     config = load_config(args.config, [(key, value) for key, value in args.settings if not key.startswith("method.")])
     method = get_method(args.method, config.methods)
     request = TrainRequest(
         config=config,
         method=with_switches(method, switches, "method") if switches else method,
-        models=[m.strip() for m in args.models.split(",") if m.strip()],
+        models=args.models,
         seed=args.seed,
         out=args.out,
         steps=args.steps if args.steps is not None else config.train.steps,
@@ -113,6 +125,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_archive_import(args: argparse.Namespace) -> int:
     from graft.data.imports import import_archive
 
+    if args.source_model is not None:
+        check_input("--source-model", args.source_model, "directory")
+    check_output("--out", args.out, "directory", {"--in": args.input, "--source-model": args.source_model})
     config = load_config(args.config)
     manifest = import_archive(
         config,
@@ -132,8 +147,11 @@ def _cmd_toy(args: argparse.Namespace) -> int:
     from graft.toy.build import build_world
 
     config = load_config(args.config)
-    _set_threads(args.threads)
     root = args.out if args.out is not None else ResultsTree(config.results).toy
+    check_output("--out" if args.out is not None else "results", root, "directory", {"--config": args.config})
+    if args.summary:
+        check_output("--summary", args.summary, "file", {"--config": args.config})
+    _set_threads(args.threads)
     summary = build_world(config, args.toy_command, root, getattr(args, "name", None), _log_event)
     if args.summary:
         write_text(args.summary, json.dumps(summary, indent=2) + "\n")
@@ -145,9 +163,13 @@ def _cmd_complementarity(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     files = args.data or [Path(config.data.validation or config.data.train)]
+    if args.out:
+        inputs = {"--config": args.config, **{f"--data {str(f)!r}": f for f in files}}
+        check_output("--out", args.out, "file", inputs)
     _set_threads(args.threads)
-    names = [m.strip() for m in args.models.split(",")]
-    report = complementarity(config, names, files, prompts=args.prompts, n=args.n, seed=args.seed, delta=args.delta)
+    report = complementarity(
+        config, args.models, files, prompts=args.prompts, n=args.n, seed=args.seed, delta=args.delta
+    )
     text = json.dumps(report, indent=2)
     if args.out:
         write_text(args.out, text + "\n")
@@ -227,6 +249,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from graft.engine.reward import Grader
     from graft.eval.evaluate import Evaluator, checkpoint_step, evaluate_kept
 
+    if args.out is not None:
+        check_output("--out", args.out, "file", {"--config": args.config, "--checkpoint": args.checkpoint})
+    if args.out_dir is not None:
+        check_output("--out-dir", args.out_dir, "directory", {"--run": args.run})
     config = load_config(args.config)
     if config.eval is None:
         raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
@@ -254,6 +280,7 @@ def _cmd_reevaluate(args: argparse.Namespace) -> int:
     from graft.eval.evaluate import Evaluator
     from graft.eval.reevaluate import reevaluate_selected
 
+    check_output("--out-dir", args.out_dir, "directory", {"--run": args.run, "--evals": args.evals})
     config = load_config(args.config)
     if config.eval is None:
         raise ConfigError("eval: this config has no 'eval:' section naming the benchmarks")
@@ -277,6 +304,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     run = _training_run(args.run)
     if not args.evals.is_dir():
         raise ConfigError(f"--evals: no such directory {str(args.evals)!r} (the run's checkpoint evaluations)")
+    check_output("--run", run.root, "directory")  # pruning renames and removes in it, then writes pruned.json
     record = prune_run(run, args.evals)
     write_text(run.pruned, json.dumps(record, indent=2) + "\n")
     _log_event("prune", freed_gb=round(record["freed_bytes"] / 1e9, 3), kept=record["kept"])
@@ -291,6 +319,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     results = args.results or Path(config.results)
     if not results.is_dir():
         raise ConfigError(f"--results: no such directory {str(results)!r}")
+    check_output("--out", args.out, "directory", {"--results": results, "--config": args.config})
     cells, scope = training_cells(config), ""
     if args.cells == "main" and config.workflow.main_cells:
         cells = main_cells(config, cells)
@@ -306,6 +335,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_fetch(args: argparse.Namespace) -> int:
     from graft.data.fetch import fetch_dataset, fetch_model
 
+    kind = "directory" if args.fetch_command == "model" else "file"
+    check_output("--out", args.out, kind, {"--config": getattr(args, "config", None)})
     if args.fetch_command == "model":
         check = None
         if (args.config is None) != (args.model is None):
@@ -328,7 +359,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     method, cell, seed = args.cell
     tree = ResultsTree(args.results)
     if args.check is not None:
-        expected = digest.read_record(args.check)  # refused before hashing anything
+        expected = digest.read_record(check_input("--check", args.check, "file"))  # refused before hashing anything
         models = digest.checked_models(expected, args.models)
         found = digest.record(tree, method, cell, int(seed))
         lines = digest.differences(expected, found, models)
@@ -342,6 +373,7 @@ def _cmd_digest(args: argparse.Namespace) -> int:
         return 0
     if args.models is not None:
         raise ConfigError("--models goes with --check; a record (--write) holds every built toy model")
+    check_output("--write", args.write, "file", {"--results": args.results})
     write_text(args.write, json.dumps(digest.record(tree, method, cell, int(seed)), indent=1) + "\n")
     _log_event("digest", out=str(args.write))
     return 0
@@ -369,6 +401,31 @@ fraction = _typed(Probability, "fraction")
 """A share from 0 to 1."""
 _SWITCH_TYPES = field_types(Method)
 """Each method switch's type and range, for the options that set one (complementarity's --n and --delta)."""
+
+
+def _name(kind: str) -> Callable[[str], str]:
+    """An argparse ``type=`` for an option that takes a ``kind`` name (graft.names): one that could not be a name of
+    the config is refused with one line, before anything is read."""
+
+    def read(text: str) -> str:
+        try:
+            return check_name(kind, text)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    read.__name__ = f"{kind}_name"
+    return read
+
+
+def _names(kind: str) -> Callable[[str], list[str]]:
+    """``A`` or ``A,B``: ``kind`` names separated by commas, each checked as ``_name`` checks one."""
+    one = _name(kind)
+
+    def read(text: str) -> list[str]:
+        return [one(part) for part in text.split(",")]
+
+    read.__name__ = f"{kind}_names"
+    return read
 
 
 def _checkpoint_steps(text: str) -> set[int]:
@@ -441,7 +498,7 @@ def _cell_argument(text: str) -> tuple[str, str, str]:
     parts = text.split("/")
     if len(parts) != 3 or not parts[2].removeprefix("seed").isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not <method>/<cell>/seed<S>, e.g. grpo_n8/smol/seed0")
-    return parts[0], parts[1], parts[2].removeprefix("seed")
+    return _name("method")(parts[0]), _name("cell")(parts[1]), parts[2].removeprefix("seed")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -459,23 +516,39 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(sub, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    """A subcommand: ``summary`` is its one line in its parent's ``--help`` (short enough to stay one line at 80
+    columns) and opens its own, followed by ``details``."""
+    return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}".strip())
+
+
 def _add_training(sub) -> None:
     """methods and train: what a cell runs."""
-    methods = sub.add_parser("methods", help="list the method presets, or print one preset's switches")
-    methods.add_argument("name", nargs="?", help="a preset name: print its switches as YAML")
+    methods = _command(
+        sub,
+        "methods",
+        "list the method presets, or one preset's switches",
+        "A config's 'methods:' adds user presets, each a built-in preset with some switches changed.",
+    )
+    methods.add_argument("name", nargs="?", type=_name("method"), help="a preset name: print its switches as YAML")
     methods.add_argument("--config", type=Path, help="workflow config whose 'methods:' adds user presets")
     methods.add_argument("--out", type=Path, help="write every resolved preset to this YAML file")
     methods.set_defaults(func=_cmd_methods)
 
-    train = sub.add_parser(
+    train = _command(
+        sub,
         "train",
-        help="GRPO, co-training or archive replay of one cell",
-        description="GRPO, co-training or archive replay of one cell. Under torchrun (torchrun --nproc-per-node N "
-        "-m graft.cli train ...) both models are sharded over the N processes (config scale.processes).",
+        "GRPO, co-training or archive replay of one cell",
+        "Under torchrun (torchrun --nproc-per-node N -m graft.cli train ...) both models are sharded over the N "
+        "processes (config scale.processes).",
     )
     train.add_argument("--config", type=Path, required=True, help="the workflow's YAML config")
-    train.add_argument("--method", required=True, help="a method preset (graft methods lists them)")
-    train.add_argument("--models", required=True, help="A for one model, A,B for a co-trained pair")
+    train.add_argument(
+        "--method", required=True, type=_name("method"), help="a method preset (graft methods lists them)"
+    )
+    train.add_argument(
+        "--models", required=True, type=_names("model"), help="A for one model, A,B for a co-trained pair"
+    )
     train.add_argument("--seed", type=non_negative_int, required=True)
     train.add_argument("--out", type=Path, required=True, help="run directory: metrics, trajectories, checkpoints")
     train.add_argument("--steps", type=positive_int, help="override train.steps")
@@ -508,28 +581,34 @@ def _add_training(sub) -> None:
 
 def _add_toy(sub) -> None:
     """toy data|model|build: the embedded default's world."""
-    toy = sub.add_parser("toy", help="build the embedded default's toy world")
+    toy = _command(sub, "toy", "build the embedded default's toy world", "Its data, one model, or both.")
     toy_sub = toy.add_subparsers(dest="toy_command", required=True)
     for name, text in (
         ("data", "the task's splits"),
         ("model", "one warmed-up model"),
         ("build", "data and every model"),
     ):
-        cmd = toy_sub.add_parser(name, help=text)
+        cmd = _command(toy_sub, name, text)
         cmd.add_argument("--config", type=Path, required=True)
         cmd.add_argument("--out", type=Path, help="toy root (default: <results>/toy)")
         cmd.add_argument("--summary", type=Path, help="write a JSON summary here")
         cmd.add_argument("--threads", type=positive_int, help="torch CPU threads")
         if name == "model":
-            cmd.add_argument("--name", required=True, help="which toy model")
+            cmd.add_argument("--name", required=True, type=_name("model"), help="which toy model")
         cmd.set_defaults(func=_cmd_toy)
 
 
 def _add_archive(sub) -> None:
     """archive import: another framework's rollout dumps as a trajectory archive for replay."""
-    archive = sub.add_parser("archive", help="trajectory archives for replay")
+    archive = _command(sub, "archive", "trajectory archives for replay")
     archive_sub = archive.add_subparsers(dest="archive_command", required=True)
-    imp = archive_sub.add_parser("import", help="convert a finished run's rollout dumps (verl, TRL, JSON Lines)")
+    imp = _command(
+        archive_sub,
+        "import",
+        "convert another framework's rollout dumps",
+        "A finished run's dumps of verl, TRL or JSON Lines, scored by its source model, as an archive that replay "
+        "reads (--peer-archive of graft train).",
+    )
     imp.add_argument(
         "--format",
         required=True,
@@ -539,7 +618,9 @@ def _add_archive(sub) -> None:
     imp.add_argument("--in", dest="input", type=Path, required=True, help="the dump directory")
     imp.add_argument("--out", type=Path, required=True, help="archive directory to write (--peer-archive of replay)")
     imp.add_argument("--config", type=Path, required=True, help="the config whose data.train the prompts match")
-    imp.add_argument("--model", required=True, help="the config's model that made the dump (its tokenizer)")
+    imp.add_argument(
+        "--model", required=True, type=_name("model"), help="the config's model that made the dump (its tokenizer)"
+    )
     imp.add_argument(
         "--source-model",
         type=Path,
@@ -552,9 +633,16 @@ def _add_archive(sub) -> None:
 
 def _add_evaluation(sub) -> None:
     """evaluate, plan and report."""
-    ev = sub.add_parser("evaluate", help="pass@1 of one checkpoint on the configured benchmarks")
+    ev = _command(
+        sub,
+        "evaluate",
+        "pass@1 of checkpoints on the configured benchmarks",
+        "One checkpoint (--checkpoint, --model, --out), or every checkpoint of a training run (--run, --out-dir).",
+    )
     ev.add_argument("--config", type=Path, required=True)
-    ev.add_argument("--model", help="which model of the config (default with --run: every model of the run)")
+    ev.add_argument(
+        "--model", type=_name("model"), help="which model of the config (default with --run: every model of the run)"
+    )
     ev.add_argument("--checkpoint", type=Path, help="a from_pretrained directory (with --out)")
     ev.add_argument("--out", type=Path, help="result JSON for --checkpoint")
     ev.add_argument("--run", type=Path, help="a training run: evaluate each of its checkpoints (with --out-dir)")
@@ -566,9 +654,12 @@ def _add_evaluation(sub) -> None:
     ev.add_argument("--threads", type=positive_int)
     ev.set_defaults(func=_cmd_evaluate)
 
-    reev = sub.add_parser(
+    reev = _command(
+        sub,
         "reevaluate",
-        help="evaluate each run's selected checkpoint eval.selection_runs more times (the paper's protocol)",
+        "evaluate a run's selected checkpoints again",
+        "Each run's selected checkpoint, eval.selection_runs more times with fresh sampling seeds (the paper's "
+        "protocol, Appendix B).",
     )
     reev.add_argument("--config", type=Path, required=True)
     reev.add_argument("--run", type=Path, required=True, help="a training run (its checkpoints)")
@@ -577,18 +668,25 @@ def _add_evaluation(sub) -> None:
     reev.add_argument("--threads", type=positive_int)
     reev.set_defaults(func=_cmd_reevaluate)
 
-    prune = sub.add_parser(
+    prune = _command(
+        sub,
         "prune",
-        help="remove the model directories of a finished, evaluated run's checkpoints that nothing reads any more",
-        description="Keeps each model's checkpoints that a selection rule picks and the last, every evaluation and "
-        "every checkpoint's manifest; writes <run>/pruned.json. The workflow runs it after a cell's last evaluation "
-        "unless workflow.keep_checkpoints.",
+        "remove checkpoint models that nothing reads any more",
+        "The model directories of a finished, evaluated run's checkpoints. Keeps each model's checkpoints that a "
+        "selection rule picks and the last, every evaluation and every checkpoint's manifest; writes "
+        "<run>/pruned.json. The workflow runs it after a cell's last evaluation unless workflow.keep_checkpoints.",
     )
     prune.add_argument("--run", type=Path, required=True, help="a finished training run (with done.json)")
     prune.add_argument("--evals", type=Path, required=True, help="the run's checkpoint evaluations, all of them")
     prune.set_defaults(func=_cmd_prune)
 
-    plan = sub.add_parser("plan", help="cells, evaluations and estimated GPU-hours of a config, before submitting")
+    plan = _command(
+        sub,
+        "plan",
+        "what a config runs and costs, before submitting",
+        "Every training cell and evaluation, each job's estimated length beside its Slurm limit, the GPU-hours "
+        "and the disk's peak; refuses a config that cannot fit.",
+    )
     plan.add_argument("--config", type=Path, required=True)
     plan.add_argument(
         "--profile",
@@ -599,7 +697,12 @@ def _add_evaluation(sub) -> None:
     _add_settings(plan, method=False)
     plan.set_defaults(func=_cmd_plan)
 
-    rep = sub.add_parser("report", help="tables (Markdown, CSV, LaTeX) and figures (PNG) from a results tree")
+    rep = _command(
+        sub,
+        "report",
+        "the report's tables and figures from a results tree",
+        "Tables as Markdown, CSV and LaTeX, figures as PNG, and summary.md.",
+    )
     rep.add_argument("--config", type=Path, required=True)
     rep.add_argument("--results", type=Path, help="results tree (default: the config's results)")
     rep.add_argument("--out", type=Path, required=True, help="report directory")
@@ -611,8 +714,12 @@ def _add_evaluation(sub) -> None:
     )
     rep.set_defaults(func=_cmd_report)
 
-    dig = sub.add_parser(
-        "digest", help="fingerprint the toy world and one training cell, or check a results tree against one"
+    dig = _command(
+        sub,
+        "digest",
+        "fingerprint the toy world and a cell, or check one",
+        "--write records the toy world's and one training cell's fingerprint; --check compares a results tree "
+        "with a record and names each difference.",
     )
     dig.add_argument("--results", type=Path, required=True, help="results tree (e.g. results/default)")
     dig.add_argument(
@@ -626,7 +733,7 @@ def _add_evaluation(sub) -> None:
     what.add_argument("--check", type=Path, help="compare with this record; exit 1 and name each difference")
     dig.add_argument(
         "--models",
-        type=lambda text: [name for name in text.split(",") if name],
+        type=_names("model"),
         help="with --check: compare only these toy models, comma-separated (default: all the record's)",
     )
     dig.set_defaults(func=_cmd_digest)
@@ -634,22 +741,27 @@ def _add_evaluation(sub) -> None:
 
 def _add_data(sub) -> None:
     """fetch (models and datasets from the hub) and complementarity (a pair's pre-flight check)."""
-    fetch = sub.add_parser("fetch", help="download a model snapshot or a dataset from the Hugging Face hub")
+    fetch = _command(sub, "fetch", "download a model or a dataset from the hub", "From the Hugging Face hub.")
     fetch_sub = fetch.add_subparsers(dest="fetch_command", required=True)
-    fm = fetch_sub.add_parser("model", help="snapshot a model repository (safetensors only)")
+    fm = _command(fetch_sub, "model", "snapshot a model repository (safetensors only)")
     fm.add_argument("--hub-id", required=True)
     fm.add_argument("--out", type=Path, required=True)
     fm.add_argument("--config", type=Path, help="with --model: refuse a tokenizer that cannot apply its prompt format")
-    fm.add_argument("--model", help="the config's name of this model (with --config)")
+    fm.add_argument("--model", type=_name("model"), help="the config's name of this model (with --config)")
     fm.set_defaults(func=_cmd_fetch)
-    fd = fetch_sub.add_parser("dataset", help="a benchmark or math_train, as normalised JSON Lines")
+    fd = _command(fetch_sub, "dataset", "a benchmark or math_train, as normalised JSON Lines")
     fd.add_argument("--name", required=True)
     fd.add_argument("--out", type=Path, required=True)
     fd.set_defaults(func=_cmd_fetch)
 
-    comp = sub.add_parser("complementarity", help="Figure 1 analysis and pre-flight check for a model pair")
+    comp = _command(
+        sub,
+        "complementarity",
+        "a pair's Figure 1 analysis and pre-flight check",
+        "How often one model of a pair fails every sample of a prompt where the other does not.",
+    )
     comp.add_argument("--config", type=Path, required=True)
-    comp.add_argument("--models", required=True, help="A,B")
+    comp.add_argument("--models", required=True, type=_names("model"), help="A,B")
     comp.add_argument(
         "--data", type=Path, action="append", help="prompt file, repeatable (default: data.validation or data.train)"
     )
@@ -682,14 +794,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _what_was_saved(args: argparse.Namespace) -> str:
-    """For an interrupted ``graft train``: the checkpoint a resume continues from. Every file is written beside its
-    target and renamed, so what an interrupt leaves is consistent; other commands redo only what they had not
-    finished when rerun."""
+    """For an interrupted or failed ``graft train``: the checkpoint a resume continues from. Every file is written
+    beside its target and renamed, so what an interrupt leaves is consistent; other commands redo only what they had
+    not finished when rerun."""
     if args.command != "train":
         return ""
     from graft.train.run_state import newest_resumable
 
-    newest = newest_resumable(RunDir(args.out), [m.strip() for m in args.models.split(",") if m.strip()])
+    try:
+        newest = newest_resumable(RunDir(args.out), args.models)
+    except OSError:  # the run directory is what failed
+        return ""
     if newest is None:
         return f"; {str(args.out)!r} holds no resumable checkpoint yet: --resume starts it over"
     return f"; {str(args.out)!r}: rerun with --resume to continue from its checkpoint {newest.name}"
@@ -711,12 +826,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"graft: interrupted{_what_was_saved(args)}", file=sys.stderr)
         return 130
-    except OSError as err:
-        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
+    except OSError as err:  # what failed while the command worked: its inputs and outputs were checked before
         # every file is written beside its target and renamed, so nothing complete was lost
-        where = f" writing {err.filename}" if err.filename else ""
-        print(f"graft: error: no space left on the device{where}; free some, then rerun with --resume", file=sys.stderr)
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" writing {err.filename}" if err.filename else ""
+            rerun = " with --resume" if args.command == "train" else ""
+            print(f"graft: error: no space left on the device{where}; free some, then rerun{rerun}", file=sys.stderr)
+        else:
+            print(f"graft: error: {describe(err)}{_what_was_saved(args)}", file=sys.stderr)
         return 1
 
 

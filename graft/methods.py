@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
 
 from graft.errors import ConfigError
+from graft.names import check_distinct
 from graft.typed_config import (
     Bounds,
     Count,
@@ -329,6 +330,17 @@ def with_switches(method: Method, switches: dict[str, Any], where: str) -> Metho
 
 
 def resolve_all(custom: dict[str, Any] | None = None) -> dict[str, dict]:
-    """Every built-in and user preset resolved to its switches; resolving validates the user presets."""
+    """Every built-in and user preset resolved to its switches; resolving validates the user presets, whose names
+    must differ from the built-in ones (``get_method`` finds a built-in first, so a user preset of the same name
+    would be dropped without a word) and from ``base``, the directory of the base models' evaluations
+    (``eval/base/<model>/``)."""
     custom = custom or {}
+    check_distinct(
+        [
+            *((f"the built-in preset {name}", name) for name in PRESETS),
+            ("the directory of the base models' evaluations (eval/base/)", "base"),
+            *((f"methods.{name}", name) for name in custom),
+        ],
+        "a user preset needs a name of its own (graft methods lists the built-in ones)",
+    )
     return {name: get_method(name, custom).to_dict() for name in [*PRESETS, *custom]}

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.errors import ConfigError
+from graft.paths import WriteFailed
 
 TIMING_METRICS = frozenset(
     {"rollout_s", "reward_s", "scoring_s", "recompute_s", "update_s", "step_time_s", "gpu_hours"}
@@ -106,6 +107,30 @@ def commit_dir(tmp: Path, path: str | Path) -> None:
     """Replace ``path`` by the filled temporary directory of ``begin_dir``, whole."""
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
+
+
+@contextmanager
+def failed_write_removes(tmp: Path) -> Iterator[None]:
+    """Around a library's write into ``tmp`` (a temporary of ``begin_dir`` or ``atomic_path``): a failure removes
+    ``tmp`` whole, which would otherwise hold the space of a half-written checkpoint on a full disk, and is raised
+    as an OSError naming it (``WriteFailed`` where the library raised another error: torch.save's RuntimeError when
+    the disk is full), which the command line tells in one line."""
+    try:
+        yield
+    except OSError:
+        _remove(tmp)
+        raise
+    except Exception as err:
+        failed = WriteFailed(tmp, err)  # the free space while the half-written files still hold theirs
+        _remove(tmp)
+        raise failed from err
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def is_pruned(model_dir: str | Path) -> bool:

@@ -1,11 +1,12 @@
 """Build frozen dataclasses from plain dicts (parsed YAML), validating every field once.
 
 Supported field types: bool, int, float, str, ``Literal[...]``, nested dataclasses, ``list[X]``,
-``dict[str, X]``, ``X | None`` of these, and ``Annotated[X, Bounds(...)]`` / ``Annotated[X, NON_EMPTY]``: a
-field's allowed range is written in its annotation, beside its definition, and read from there by the check
-below and by the workflow's schema (graft.planning.config_schema). Every float must be finite and every string
-non-empty. Unknown keys, wrong types and values out of range are refused with one ConfigError line that names
-the field and what it accepts.
+``dict[str, X]``, ``X | None`` of these, and ``Annotated[X, Bounds(...)]`` / ``Annotated[X, NON_EMPTY]`` /
+``Annotated[str, Named(kind)]`` (a name, graft.names, as a value or a mapping's key): a field's allowed range is
+written in its annotation, beside its definition, and read from there by the check below and by the workflow's
+schema (graft.planning.config_schema). Every float must be finite, every string and mapping key non-empty text.
+Unknown keys, wrong types and values out of range are refused with one ConfigError line that names the field and
+what it accepts.
 
 Values typed as text (Snakemake's ``--config``, ``graft train --set``, a quoted YAML number) are read as the
 field's type first, in one place: ``parse_strings``.
@@ -23,6 +24,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 import yaml
 
 from graft.errors import ConfigError
+from graft.names import Named, check_name, not_text
 
 T = TypeVar("T")
 
@@ -141,9 +143,13 @@ def coerce(value: Any, tp: Any, where: str, described: Any = None) -> Any:
         if value in get_args(tp) and type(value) in {type(a) for a in get_args(tp)}:
             return value
         raise ConfigError(f"{where}: {value!r} is not allowed; expected {_describe(described)}")
+    named = _named(meta)
+    if named is not None:
+        return check_name(named.kind, value, where)
     checked = _coerce_scalar(value, tp, where)
     if checked is None or not all(b.holds(checked) for b in meta if isinstance(b, Bounds)):
-        raise ConfigError(f"{where}: {value!r} is not allowed; expected {_describe(described)}")
+        hint = f" ({not_text(value)})" if tp is str and not isinstance(value, str) else ""
+        raise ConfigError(f"{where}: {value!r} is not allowed; expected {_describe(described)}{hint}")
     return checked
 
 
@@ -155,8 +161,24 @@ def _coerce_collection(value: Any, tp: Any, where: str) -> Any:
         return [coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-    _, item = get_args(tp)
-    return {str(k): coerce(v, item, f"{where}.{k}") for k, v in value.items()}
+    key, item = get_args(tp)
+    return {_coerce_key(k, key, where): coerce(v, item, f"{where}.{k}") for k, v in value.items()}
+
+
+def _coerce_key(key: Any, tp: Any, where: str) -> str:
+    """A mapping's key: text, as YAML hands it over only where it is quoted or spelled as text (an unquoted ``no``
+    is false, ``0123`` is 83), and a name where ``tp`` is one (graft.names)."""
+    named = _named(_split_annotated(tp)[1])
+    if named is not None:
+        return check_name(named.kind, key, where)
+    if isinstance(key, str) and key:
+        return key
+    hint = "" if isinstance(key, str) else f" ({not_text(key)})"
+    raise ConfigError(f"{where}: the key {key!r} is not allowed; expected a non-empty string{hint}")
+
+
+def _named(meta: tuple) -> Named | None:
+    return next((m for m in meta if isinstance(m, Named)), None)
 
 
 def _coerce_scalar(value: Any, tp: Any, where: str) -> Any:

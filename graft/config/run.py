@@ -16,6 +16,7 @@ from graft.config.toy import ToySpec
 from graft.config.train import TrainSpec
 from graft.config.workflow import WorkflowSpec
 from graft.errors import ConfigError
+from graft.names import GroupName, MethodName, ModelName, PairName, check_distinct
 from graft.typed_config import (
     NON_EMPTY,
     from_dict,
@@ -56,7 +57,7 @@ class RunConfig:
     results: str
     """Directory that receives every output of this configuration."""
 
-    models: Annotated[dict[str, ModelSpec], NON_EMPTY]
+    models: Annotated[dict[ModelName, ModelSpec], NON_EMPTY]
     """The policies by name: each a local model directory and its prompt format."""
     data: DataSpec
     """The training prompts."""
@@ -64,13 +65,13 @@ class RunConfig:
     """The RL run's settings: steps, batches, optimizer, lengths and checkpoints."""
     reward: RewardSpec = field(default_factory=RewardSpec)
     """How responses are graded."""
-    methods: dict[str, Any] = field(default_factory=dict)
+    methods: dict[MethodName, Any] = field(default_factory=dict)
     """User presets: name -> {base: <preset>, <switch>: <value>}; each is resolved and its switches checked when
     the config loads."""
 
-    pairs: dict[str, list[str]] = field(default_factory=dict)
+    pairs: dict[PairName, list[ModelName]] = field(default_factory=dict)
     """Named model pairs for co-training, e.g. P1: [smollm3, qwen3]."""
-    groups: dict[str, list[str]] = field(default_factory=dict)
+    groups: dict[GroupName, list[ModelName]] = field(default_factory=dict)
     """Named groups of three or more models co-trained in one cell (``workflow.group_methods``), e.g.
     G1: [smol, qwen, octo]: a model's all-fail prompt takes one peer's mixed group (graft.algo.group_selection).
     A pair is the group of two and stays under ``pairs``."""
@@ -112,6 +113,15 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """What spans sections: names that one section gives and another uses. Each section checks its own fields."""
+        # a model, a pair and a group are each a cell: runs/<method>/<cell>/, workflow.cell_seeds' keys
+        check_distinct(
+            [
+                (f"{section}.{name}", name)
+                for section in ("models", "pairs", "groups")
+                for name in getattr(self, section)
+            ],
+            "models, pairs and groups each need a name of their own",
+        )
         for pair, members in self.pairs.items():
             if len(members) != 2 or len(set(members)) != 2:
                 raise ConfigError(f"pairs.{pair}: expected two different model names, got {members}")
@@ -121,8 +131,6 @@ class RunConfig:
                 raise ConfigError(
                     f"groups.{group}: expected three or more different model names (two are a pair), got {members}"
                 )
-            if group in self.pairs or group in self.models:
-                raise ConfigError(f"groups.{group}: the name of a pair or model; a group needs its own")
             self._check_members(f"groups.{group}", members)
         w = self.workflow
         from graft.methods import PRESETS, resolve_all

@@ -6,6 +6,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
+from graft.names import ModelName
 from graft.typed_config import (
     NON_EMPTY,
     Count,
@@ -77,7 +78,7 @@ class ToyModelSpec:
 class ToySpec:
     """The synthetic task and the tiny models of the embedded default."""
 
-    models: Annotated[dict[str, ToyModelSpec], NON_EMPTY]
+    models: Annotated[dict[ModelName, ToyModelSpec], NON_EMPTY]
     """The toy models by name, each built from scratch and warmed up on its own mix of families."""
     families: Annotated[list[ToyFamily], NON_EMPTY] = field(default_factory=lambda: list(DEFAULT_TOY_FAMILIES))
     """The task families of this world, one toy benchmark each."""

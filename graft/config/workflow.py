@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated
 
+from graft.names import CellName, MethodName
 from graft.typed_config import (
     NON_EMPTY,
     Count,
@@ -92,10 +93,10 @@ class WorkflowSpec:
     """Seeds of the main comparison: grpo_n8 and graft."""
     other_seeds: Seeds = field(default_factory=lambda: [0])
     """Seeds of every other cell."""
-    method_seeds: dict[str, Seeds] = field(default_factory=dict)
+    method_seeds: dict[MethodName, Seeds] = field(default_factory=dict)
     """Seeds of particular presets (or ``replay``) in place of main_seeds / other_seeds, e.g. ``{grpo_n32: [0]}``
     to keep a costly baseline at one seed while the others run three."""
-    cell_seeds: dict[str, Seeds] = field(default_factory=dict)
+    cell_seeds: dict[CellName, Seeds] = field(default_factory=dict)
     """Seeds of every cell of particular models or pairs, whatever the method, in place of the above (a model's
     entry covers its GRPO and replay cells, a pair's its co-training cells), e.g. ``{P2: [0], P3: [0], octo: [0]}``
     to spend the seeds on the pair whose comparisons the claims make."""

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import yaml
 
 from graft.config import RunConfig
+from graft.names import MAX_NAME_LENGTH, NAME_PATTERN, Named
 from graft.typed_config import NON_EMPTY, Bounds, field_types
 
 SCHEMA_PATH = "workflow/schemas/config.schema.yaml"
@@ -47,6 +48,11 @@ def _json_type(value: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string"}[type(value)]
 
 
+def name_schema() -> dict:
+    """A name's schema (graft.names): its pattern, anchored, since a JSON schema's pattern may match anywhere."""
+    return {"pattern": f"^{NAME_PATTERN}$", "maxLength": MAX_NAME_LENGTH}
+
+
 def type_schema(tp: Any) -> dict:
     """The JSON schema of one annotated type (the kinds graft.typed_config reads)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -57,6 +63,8 @@ def type_schema(tp: Any) -> dict:
                 schema.update(meta.schema())
             elif meta == NON_EMPTY:
                 schema["minItems" if schema["type"] == "array" else "minProperties"] = 1
+            elif isinstance(meta, Named):
+                schema.update(name_schema())
         return schema
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
@@ -72,7 +80,10 @@ def type_schema(tp: Any) -> dict:
     if origin is list:
         return {"type": "array", "items": type_schema(args[0])}
     if origin is dict:
-        return {"type": "object", "additionalProperties": type_schema(args[1])}
+        schema = {"type": "object", "additionalProperties": type_schema(args[1])}
+        if typing.get_origin(args[0]) is Annotated and any(isinstance(m, Named) for m in typing.get_args(args[0])):
+            schema["propertyNames"] = name_schema()
+        return schema
     if dataclasses.is_dataclass(tp):
         return section_schema(tp)
     if tp is Any:

@@ -41,6 +41,7 @@ from graft.results import (
     commit_dir,
     damage,
     eval_file,
+    failed_write_removes,
     is_pruned,
     parse_step,
     sha256_file,
@@ -137,15 +138,18 @@ def save(
             weights = learner.main_weights()
             if home.is_main:  # in the configured dtype, as a single process writes it
                 weights = _cast(weights, DTYPES[dtypes[learner.name]])
-                _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=weights)
+                with failed_write_removes(tmp):
+                    _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=weights)
         else:
             export = DTYPES[dtypes[learner.name]]
             masters = learner.policy.model.state_dict()
-            _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=_cast(masters, export))
+            with failed_write_removes(tmp):  # torch.save and safetensors raise no OSError on a full disk
+                _save_pretrained(learner.policy.model, tmp / learner.name, state_dict=_cast(masters, export))
             # the float32 masters beside the optimizer when the export rounds them (a bfloat16 model)
             kept = {"masters": masters} if any(v.dtype != export for v in masters.values()) else {}
             if with_resume_state:
-                torch.save({"optimizer": learner.optimizer.state_dict(), **kept}, single)
+                with failed_write_removes(tmp):
+                    torch.save({"optimizer": learner.optimizer.state_dict(), **kept}, single)
         if home.is_main:
             learner.policy.tokenizer.save_pretrained(tmp / learner.name)
     if world.is_main and with_resume_state:
