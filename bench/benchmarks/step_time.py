@@ -55,7 +55,7 @@ def main() -> None:
     cfg = load_config(args.config)
     rates = gpu_rates(cfg)
     if rates is None:
-        raise SystemExit(f"{args.config}: workflow.gpu_peak_tflops is not set; nothing to price")
+        raise SystemExit(f"{args.config}: no GPU peak (slurm.gpu_type, or workflow.gpu_peak_tflops); nothing to price")
     # the fit: generation's seconds are what Table 5's GRPO n=8 step leaves after the priced parts
     probe = dataclasses.replace(cfg.workflow, rollout_tokens_per_s=dict.fromkeys(cfg.models, 1.0))
     probed = dataclasses.replace(cfg, workflow=probe)
@@ -86,13 +86,13 @@ def main() -> None:
             )
     report = {
         "config": args.config,
-        "rates": list(rates.sources),
+        "rates": [*cfg.gpu().sources, *rates.sources],
         "fitted_rollout_tokens_per_s": fitted,
         "config_rollout_tokens_per_s": load_config(args.config).workflow.rollout_tokens_per_s,
         "rows": rows,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print("\n".join(rates.sources))
+    print("\n".join([*cfg.gpu().sources, *rates.sources]))
     print(f"fitted rollout tokens/s per GPU: {', '.join(f'{k} {v:,.0f}' for k, v in fitted.items())}")
     print("\n| method | models | placement | Table 5 s/step | predicted | ratio |\n|---|---|---|---|---|---|")
     for r in rows:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from graft.config.gpus import Gpu, job_gpu
 from graft.config.models import DataSpec, EvalSpec, ModelSpec, RewardSpec
 from graft.config.scale import ScaleSpec
 from graft.config.site import SlurmSpec
@@ -93,6 +94,46 @@ class RunConfig:
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
     """The Slurm site: partitions, account, GPU type and the longest time limit (the Slurm profile reads them)."""
 
+    def gpu(self) -> Gpu | None:
+        """The GPU the jobs run on as ``graft plan`` plans with it (graft.config.gpus.job_gpu); None for CPU jobs
+        (``slurm.gpus`` false)."""
+        if not self.slurm.gpus:
+            return None
+        w = self.workflow
+        return job_gpu(
+            self.slurm.gpu_type,
+            memory_gb=self.scale.gpu_memory_gb,
+            peak_tflops=w.gpu_peak_tflops,
+            speed_vs_h200=w.gpu_speed_vs_h200,
+            priced=bool(w.rollout_tokens_per_s or w.generation_tokens_per_s),
+        )
+
+    def gpu_ask_problem(self, vllm_build: str | None = None) -> str | None:
+        """Why the config's training and evaluation jobs would work on GPUs they do not ask Slurm for
+        (``slurm.gpus`` false), in one line, or None: the config names its GPUs (a GPU type or figure), or it
+        samples with vLLM and ``vllm_build``, the vLLM build of the jobs' environment, is the GPU one (the planning
+        reads it: the config alone cannot tell it from vLLM's CPU build, which runs without a GPU)."""
+        if self.slurm.gpus:
+            return None
+        s, w = self.scale, self.workflow
+        named = [
+            name
+            for name, value in (
+                ("slurm.gpu_type", self.slurm.gpu_type),
+                ("scale.gpu_memory_gb", s.gpu_memory_gb),
+                ("workflow.gpu_peak_tflops", w.gpu_peak_tflops),
+                ("workflow.gpu_speed_vs_h200", w.gpu_speed_vs_h200),
+            )
+            if value is not None
+        ]
+        if named:
+            why, fix = f"the config names its GPUs ({', '.join(named)})", "slurm.gpus: true"
+        elif s.rollout == "vllm" and vllm_build == "gpu":
+            why, fix = "it samples with vLLM's GPU build (scale.rollout: vllm)", "slurm.gpus: true and slurm.gpu_type"
+        else:
+            return None
+        return f"slurm.gpus: false, but {why}: its training and evaluation jobs would ask Slurm for no GPU; set {fix}"
+
     def eval_response_tokens(self) -> int:
         """The most tokens an evaluation generates per response: eval.max_response_tokens, else training's."""
         limit = self.eval.max_response_tokens if self.eval is not None else None
@@ -170,6 +211,10 @@ class RunConfig:
                     f"models.{name}.chat_template: a toy tokenizer ships no chat template; set one "
                     "(config/chat_templates/chatml_user.jinja) or chat: false"
                 )
+        problem = self.gpu_ask_problem()
+        if problem:
+            raise ConfigError(problem)
+        self.gpu()  # a GPU type the table lacks, without the figures it needs, is refused now
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ def model_groups(placement: str, models: int) -> int:
 @dataclass(frozen=True)
 class ScaleSpec:
     """How a training job uses its node (docs/design.md section 8). The CPU default is one process with the
-    Hugging Face backend; the paper config runs 4 processes, one per H200, with vLLM rollouts."""
+    Hugging Face backend; the paper config runs 4 processes, one per GPU, with vLLM rollouts."""
 
     processes: Count = 1
     """Processes per node of a training job, one per GPU, started by torchrun. Above 1 (or with several nodes)
@@ -86,10 +86,11 @@ class ScaleSpec:
     the paper's scale about 10 GB) and its part of the manifest's hashing, which can take longer than that on a
     slow shared file system."""
 
-    gpu_memory_gb: Positive = 150.75
+    gpu_memory_gb: Positive | None = None
     """Memory of one GPU as CUDA reports it (``torch.cuda.get_device_properties(i).total_memory``), in GB of 1e9
-    bytes: 150.75 for an H200 (140.4 GiB; its datasheet says 141 GB). vLLM takes its share of this figure, and
-    ``graft plan`` refuses a config whose memory plan exceeds it."""
+    bytes. vLLM takes its share of this figure, and ``graft plan`` refuses a config whose memory plan exceeds it.
+    None: that of the GPU type ``slurm.gpu_type`` names (graft.config.gpus; an H200's is 150.75, 140.4 GiB behind
+    its datasheet's 141 GB); a type graft does not know needs it."""
 
     def __post_init__(self) -> None:
         if self.engine == "deepspeed" and self.processes < 2:

@@ -114,17 +114,23 @@ class WorkflowSpec:
     """CPU threads per toy-model build. On 2 cores two warm-ups side by side at 1 thread each (0.25 s per step each,
     0.6M parameters) get through more steps than one at a time at 2 threads (0.16 s per step)."""
     gpu_peak_tflops: Positive | None = None
-    """Dense bf16 TFLOP/s of one GPU (an H200: 989, NVIDIA's datasheet), the scale of the step time that
-    ``graft plan``'s training job lengths rest on (graft.planning.step_time). None: training jobs get no length
-    (the CPU default)."""
+    """Dense bf16 TFLOP/s of one GPU, the scale of the step time that ``graft plan``'s training job lengths rest on
+    (graft.planning.step_time). None: that of the GPU type ``slurm.gpu_type`` names (graft.config.gpus; an H200's
+    is 989, NVIDIA's datasheet), and no training job length for CPU jobs."""
+    gpu_speed_vs_h200: Positive | None = None
+    """Tokens per second of one GPU over an H200's, the GPU that ``rollout_tokens_per_s`` and
+    ``generation_tokens_per_s`` are for: the plan multiplies both by it. None: that of the GPU type
+    ``slurm.gpu_type`` names (graft.config.gpus: its memory bandwidth over the H200's). Rates measured on your own
+    GPU: give them, and 1 here."""
     model_flops_utilization: Share = 0.3
     """Share of ``gpu_peak_tflops`` that scoring and the update reach, where ``gpu_check`` has not measured it."""
     sync_gb_per_s: Positive = 0.5
     """The weight sync's GB per second (the node's file written and read back), where ``gpu_check`` has not
     measured it."""
     rollout_tokens_per_s: dict[str, Positive] = field(default_factory=dict)
-    """Tokens per second one GPU samples for a model during training (its engine beside the trainer, at
-    ``scale.vllm_memory``), per model name, for the step time; a model without an entry gets no training length."""
+    """Tokens per second one H200 samples for a model during training (its engine beside the trainer, at
+    ``scale.vllm_memory``), per model name, for the step time, scaled to the jobs' GPU (``gpu_speed_vs_h200``); a
+    model without an entry gets no training length."""
     mean_prompt_tokens: Count | None = None
     """Mean length of a prompt in tokens, its template included, for the step time; None: the maximum."""
     exchange_share: Share = 0.1
@@ -134,8 +140,9 @@ class WorkflowSpec:
     """A ``bench/checks/gpu_check.py`` report (JSON, relative to the working directory) whose measured utilization and
     sync bandwidth replace ``model_flops_utilization`` and ``sync_gb_per_s``; None, or a file not there: those."""
     generation_tokens_per_s: dict[str, Positive] = field(default_factory=dict)
-    """Tokens per second one GPU generates for a model (every sequence of an evaluation in flight), per model name,
-    for the job lengths ``graft plan`` prints; a model without an entry gets no estimate."""
+    """Tokens per second one H200 generates for a model (every sequence of an evaluation in flight), per model name,
+    for the job lengths ``graft plan`` prints, scaled to the jobs' GPU (``gpu_speed_vs_h200``); a model without an
+    entry gets no estimate."""
     mean_response_tokens: Count | None = None
     """Mean length of a generated response, for ``graft plan``; None: the maximum (an upper bound)."""
     eval_checkpoints_per_job: Count | None = None

@@ -15,7 +15,7 @@ from pathlib import Path
 from graft.config import RunConfig
 from graft.data.benchmarks import DATASET_SIZES
 from graft.errors import ConfigError
-from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
+from graft.planning.step_time import cell_steps, gpu_rates, step_seconds, tokens_scale
 from graft.typed_config import load_yaml
 
 
@@ -57,7 +57,7 @@ def problem_count(path: str) -> int | None:
 
 def evaluation_hours(cfg: RunConfig, model: str) -> float | None:
     """One evaluation of one checkpoint of ``model`` (every benchmark and the validation set, eval.k samples
-    each): generated tokens / the model's tokens per second on one GPU."""
+    each): generated tokens / the model's tokens per second on one of the jobs' GPUs."""
     if cfg.eval is None or model not in cfg.workflow.generation_tokens_per_s:
         return None
     files = [*cfg.eval.benchmarks.values(), *([cfg.eval.validation] if cfg.eval.validation else [])]
@@ -65,7 +65,8 @@ def evaluation_hours(cfg: RunConfig, model: str) -> float | None:
     if any(c is None for c in counts):
         return None
     tokens = cfg.workflow.mean_response_tokens or cfg.eval_response_tokens()
-    seconds = sum(counts) * cfg.eval.k * tokens / cfg.workflow.generation_tokens_per_s[model]
+    rate = cfg.workflow.generation_tokens_per_s[model] * tokens_scale(cfg)
+    seconds = sum(counts) * cfg.eval.k * tokens / rate
     return seconds / 3600
 
 
@@ -79,7 +80,8 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
     """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.planning.plan.TrainingCell) with checkpoint
     ``steps``; ``base_evaluations``: the model of each evaluation of a base model."""
     w = cfg.workflow
-    gpus = cfg.scale.processes * cfg.scale.nodes
+    # CPU jobs (slurm.gpus false) hold no GPU, so they count no GPU-hours
+    gpus, eval_gpus = (cfg.scale.processes * cfg.scale.nodes, 1) if cfg.slurm.gpus else (0, 0)
     rates = gpu_rates(cfg)
 
     def train_hours(cell) -> float | None:
@@ -104,14 +106,18 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
     ]
     if cfg.eval is None:
         return kinds
-    kinds.append(JobKind("evaluate_base", "evaluation", [each[m] for m in base_evaluations], 1, "the rule's runtime"))
+    kinds.append(
+        JobKind("evaluate_base", "evaluation", [each[m] for m in base_evaluations], eval_gpus, "the rule's runtime")
+    )
     if not w.eval_in_train:
         parts = evaluation_parts(steps, w.eval_checkpoints_per_job)
         lengths = [cell_eval(c, len(part)) for c in cells for part in parts]
-        kinds.append(JobKind("evaluate_checkpoints", "evaluation", lengths, 1, "workflow.eval_checkpoints_per_job"))
+        kinds.append(
+            JobKind("evaluate_checkpoints", "evaluation", lengths, eval_gpus, "workflow.eval_checkpoints_per_job")
+        )
     if cfg.eval.selection_runs:
         lengths = [cell_eval(c, cfg.eval.selection_runs) for c in cells]
-        kinds.append(JobKind("reevaluate_selected", "re-evaluation", lengths, 1, "the rule's runtime"))
+        kinds.append(JobKind("reevaluate_selected", "re-evaluation", lengths, eval_gpus, "the rule's runtime"))
     return kinds
 
 

@@ -1,10 +1,11 @@
 """Per-GPU memory of a training cell, phase by phase, and each vLLM engine's KV cache, from the models' sizes and
 the config's budgets.
 
-``graft plan`` prints it and refuses a config whose peak exceeds ``scale.gpu_memory_gb`` before anything is
-submitted. Every figure is in GB of 1e9 bytes, as ``scale.gpu_memory_gb`` is: the memory CUDA reports for the
-GPU (``torch.cuda.get_device_properties(i).total_memory``: 150.75 GB for an H200, the 140.4 GiB behind its
-datasheet's 141), of which vLLM takes ``gpu_memory_utilization`` (``scale.vllm_memory``) for an engine.
+``graft plan`` prints it for GPU jobs and refuses a config whose peak exceeds the GPU's memory before anything is
+submitted. Every figure is in GB of 1e9 bytes, as that memory is (``RunConfig.gpu``: the GPU type's, or
+``scale.gpu_memory_gb``): what CUDA reports for the GPU (``torch.cuda.get_device_properties(i).total_memory``:
+150.75 GB for an H200, the 140.4 GiB behind its datasheet's 141), of which vLLM takes ``gpu_memory_utilization``
+(``scale.vllm_memory``) for an engine.
 
 The plan is meant as an upper bound: it counts what a GPU holds through a whole step (model states with
 the gradients, held from an update's optimizer step until the model's next minibatch zeroes them, through the
@@ -28,7 +29,8 @@ from graft.config import ModelSizes, RunConfig, model_groups
 from graft.engine.logprobs import chunk_positions
 
 GB = 1e9
-"""The plan's unit, that of ``scale.gpu_memory_gb``: every figure ``graft plan`` prints is in GB of 1e9 bytes."""
+"""The plan's unit, that of a GPU's memory (``RunConfig.gpu``): every figure ``graft plan`` prints is in GB of 1e9
+bytes."""
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
 """Bytes of one element in each ``models.<m>.dtype``: the engine's weights and KV cache, a checkpoint's weights."""
@@ -325,8 +327,9 @@ def _held(cfg: RunConfig, sizes: dict[str, ModelSizes], p: int, reference: bool,
 
 
 def engine_share_bytes(cfg: RunConfig) -> float:
-    """An awake engine's share as vLLM takes it: ``gpu_memory_utilization`` times the GPU's total memory."""
-    return cfg.scale.vllm_memory * cfg.scale.gpu_memory_gb * GB
+    """An awake engine's share as vLLM takes it: ``gpu_memory_utilization`` times the GPU's total memory (a config
+    of GPU jobs: ``RunConfig.gpu``)."""
+    return cfg.scale.vllm_memory * cfg.gpu().memory_gb * GB
 
 
 def cell_phases(cfg: RunConfig, models: tuple[str, ...], reference: bool = False) -> list[Phase] | None:

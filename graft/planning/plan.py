@@ -40,7 +40,7 @@ from graft.planning.memory import (
     shards_per_model,
 )
 from graft.planning.site import runtime_hours
-from graft.planning.step_time import cell_steps, gpu_rates, longest_step_seconds, step_seconds
+from graft.planning.step_time import cell_steps, gpu_rates, longest_step_seconds, step_seconds, tokens_scale
 from graft.results import ResultsTree, RunDir, replay_cell
 from graft.train.deadline import DEADLINE_FLOOR_S, FIRST_STEP_ALLOWANCE, step_deadline_s
 
@@ -261,16 +261,37 @@ def rollout_batches(cfg: RunConfig, cells: list[TrainingCell]) -> dict[str, tupl
 
 
 def check_memory(cfg: RunConfig, cells: list[TrainingCell]) -> None:
-    """Refuse, before anything is submitted, a config in which some cell's phase needs more than one GPU has."""
+    """Refuse, before anything is submitted, a config in which some cell's phase needs more than one of its jobs'
+    GPUs has (``RunConfig.gpu``); CPU jobs have no GPU to check."""
+    gpu = cfg.gpu()
+    if gpu is None:
+        return
     for models, phases in memory_plans(cfg, cells).items():
         for phase in phases or []:
-            if phase.gb > cfg.scale.gpu_memory_gb:
+            if phase.gb > gpu.memory_gb:
                 raise ConfigError(
                     f"memory: the {phase.name} phase of {' + '.join(models)} needs {phase.gb:.1f} GB per GPU, more "
-                    f"than scale.gpu_memory_gb = {cfg.scale.gpu_memory_gb:g} GB; lower {phase.setting}"
+                    f"than scale.gpu_memory_gb = {gpu.memory_gb:g} GB; lower {phase.setting}"
                     + (" or raise scale.processes" if phase.setting != "scale.processes" else "")
                     + (" or scale.nodes" + split_hint(cfg, models))
                 )
+
+
+def gpu_ask_problem(cfg: RunConfig) -> str | None:
+    """Why the config's jobs would work on GPUs they do not ask Slurm for (``RunConfig.gpu_ask_problem``, told the
+    vLLM build of the jobs' environment: ``workflow.environment``, else this one), or None."""
+    from graft.engine.vllm import environment_build
+
+    if cfg.scale.rollout != "vllm" or cfg.slurm.gpus:
+        return cfg.gpu_ask_problem()
+    return cfg.gpu_ask_problem(environment_build(cfg.workflow.environment))
+
+
+def check_gpu_ask(cfg: RunConfig) -> None:
+    """Refuse, before anything is submitted, GPU work whose jobs ask Slurm for no GPU (``gpu_ask_problem``)."""
+    problem = gpu_ask_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
 
 
 def split_hint(cfg: RunConfig, models: tuple[str, ...]) -> str:
@@ -315,9 +336,10 @@ def base_evaluations(cfg: RunConfig) -> list[str]:
 def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     """What ``graft plan`` prints: cells per method, checkpoint evaluations, the memory plan, the disk each kind of
     output takes, and each rule's jobs with their estimated length beside ``profile``'s limits and GPU-hours per
-    kind of job."""
+    kind of job. GPU work whose jobs ask Slurm for no GPU is refused first (``check_gpu_ask``)."""
     from collections import Counter
 
+    check_gpu_ask(cfg)
     cells, steps, base = training_cells(cfg), checkpoint_steps(cfg), base_evaluations(cfg)
     evaluations = sum(len(c.models) for c in cells) * len(steps) + len(base)
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
@@ -337,14 +359,16 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
         samples = f"{cfg.eval.k} sample{'s' * (cfg.eval.k != 1)}"
         lines.append(f"evaluation: {samples} per problem; {again}")
         lines.append(f"{sum(len(c.models) for c in cells) * runs} re-evaluations of selected checkpoints")
-        if cfg.scale.rollout == "vllm":
+        gpu = cfg.gpu()
+        if cfg.scale.rollout == "vllm" and gpu is not None:
             share = cfg.eval.vllm_memory
             lines.append(
                 f"evaluation memory: one vLLM engine per job at a time, eval.vllm_memory {share:g} of its GPU "
-                f"({share * cfg.scale.gpu_memory_gb:.1f} of {cfg.scale.gpu_memory_gb:g} GB); a job of several models "
-                "stops one model's engine before it starts the next's"
+                f"({share * gpu.memory_gb:.1f} of {gpu.memory_gb:g} GB); a job of several models stops one model's "
+                "engine before it starts the next's"
             )
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
+    lines += gpu_lines(cfg)
     lines += memory_lines(cfg, cells)
     lines += disk_lines(cfg, disk_use(cfg, cells, steps, base), steps)
     lines += peak_lines(cfg, cells)
@@ -358,7 +382,9 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
 
 def summary(cfg: RunConfig, cells: list[TrainingCell]) -> str:
     """What a person reads before submitting, which the workflow prints when it starts (a dry run included): each
-    rule's jobs with their GPU-hours, and the disk's peak. ``graft plan`` prints the whole plan."""
+    rule's jobs with their GPU-hours, and the disk's peak. ``graft plan`` prints the whole plan. GPU work whose
+    jobs ask Slurm for no GPU is refused here (``check_gpu_ask``), so that a dry run never plans it."""
+    check_gpu_ask(cfg)
     kinds = job_kinds(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg))
     lines = [f"graft: {len(cells)} training cells; graft plan --config <config> prints the whole plan"]
     lines += job_lines(kinds, *rule_limits(cfg, kinds, None))
@@ -378,18 +404,29 @@ def rule_limits(cfg: RunConfig, kinds, profile: Path | None) -> tuple[dict[str, 
     return (limits, " and ".join(where)) if where else (None, None)
 
 
+def gpu_lines(cfg: RunConfig) -> list[str]:
+    """The GPU the plan plans with (``RunConfig.gpu``), each figure with its source: measured, a datasheet, assumed
+    or the config's."""
+    gpu = cfg.gpu()
+    if gpu is None:
+        return ["GPU: none, the jobs run on CPUs (slurm.gpus: false)"]
+    return ["GPU figures of the plan (graft/config/gpus.py):", *(f"  {source}" for source in gpu.sources)]
+
+
 def estimate_basis(cfg: RunConfig) -> list[str]:
     """What the job lengths rest on, each figure with its source."""
     w = cfg.workflow
     rates = gpu_rates(cfg)
     if rates is None and not w.generation_tokens_per_s:
         return [
-            "job lengths: not estimated (a CPU configuration: set workflow.gpu_peak_tflops, "
-            "workflow.rollout_tokens_per_s and workflow.generation_tokens_per_s)"
+            "job lengths: not estimated (CPU jobs, or no workflow.rollout_tokens_per_s and "
+            "workflow.generation_tokens_per_s)"
         ]
+    speed = tokens_scale(cfg)
+    scaled = f", an H200's x {speed:.2f}" if speed != 1 else ""
 
     def per_model(rates: dict[str, float]) -> str:
-        return ", ".join(f"{m} {r:,.0f}" for m, r in rates.items()) or "none"
+        return ", ".join(f"{m} {r * speed:,.0f}" for m, r in rates.items()) or "none"
 
     response = (
         f"{w.mean_response_tokens:,} (workflow.mean_response_tokens)"
@@ -399,8 +436,9 @@ def estimate_basis(cfg: RunConfig) -> list[str]:
     lines = ["job lengths rest on:"]
     lines += [f"  {source}" for source in (rates.sources if rates else ())]
     lines += [
-        f"  rollout tokens/s per GPU (workflow.rollout_tokens_per_s): {per_model(w.rollout_tokens_per_s)}",
-        f"  evaluation tokens/s per GPU (workflow.generation_tokens_per_s): {per_model(w.generation_tokens_per_s)}",
+        f"  rollout tokens/s per GPU (workflow.rollout_tokens_per_s{scaled}): {per_model(w.rollout_tokens_per_s)}",
+        f"  evaluation tokens/s per GPU (workflow.generation_tokens_per_s{scaled}): "
+        f"{per_model(w.generation_tokens_per_s)}",
         f"  mean response tokens: {response}",
     ]
     return lines
@@ -468,10 +506,12 @@ def step_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
 def memory_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     """The memory plan as ``graft plan`` prints it: per set of models trained together, where they run (placement,
     nodes, GPUs, and over how many GPUs each model is sharded) and each phase's peak per GPU."""
-    s = cfg.scale
+    s, gpu = cfg.scale, cfg.gpu()
+    if gpu is None:
+        return []
     lines = [
         f"placement and memory per GPU (GB of 1e9 bytes; scale.placement: {s.placement}, scale.sharding: "
-        f"{s.sharding}, {s.nodes} node(s) x {s.processes} GPU(s) per job, scale.gpu_memory_gb = {s.gpu_memory_gb:g} "
+        f"{s.sharding}, {s.nodes} node(s) x {s.processes} GPU(s) per job, scale.gpu_memory_gb = {gpu.memory_gb:g} "
         "GB, the total CUDA reports; graft/planning/memory.py says what each phase holds):"
     ]
     names = None
@@ -526,15 +566,15 @@ def kv_cache_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     whose cache is ``scale.vllm_cpu_kv_cache_mib``."""
     from graft.engine.vllm import environment_build
 
-    s, t = cfg.scale, cfg.train
-    if s.rollout != "vllm" or environment_build(cfg.workflow.environment) == "cpu":
+    s, t, gpu = cfg.scale, cfg.train, cfg.gpu()
+    if s.rollout != "vllm" or gpu is None or environment_build(cfg.workflow.environment) == "cpu":
         return []
     cap = s.vllm_max_num_seqs or VLLM_MAX_NUM_SEQS
     capped_by = "scale.vllm_max_num_seqs" if s.vllm_max_num_seqs else "vLLM's default"
     mean = cfg.workflow.mean_response_tokens or t.max_response_tokens
     share = engine_share_bytes(cfg)
     lines = [
-        f"vLLM engines' KV cache (tokens): scale.vllm_memory {s.vllm_memory:g} of {s.gpu_memory_gb:g} GB = "
+        f"vLLM engines' KV cache (tokens): scale.vllm_memory {s.vllm_memory:g} of {gpu.memory_gb:g} GB = "
         f"{share / GB:.1f} GB per engine less its weights, vLLM's profiling peak and its CUDA graphs; beside the "
         f"tokens its largest rollout holds (the prompts a process samples x n, at most {cap:,} sequences at once: "
         f"{capped_by}) with prompts at train.max_prompt_tokens, shared by their samples, and responses "

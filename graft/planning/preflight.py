@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,11 +10,15 @@ from graft.config import RunConfig
 from graft.planning.job_lengths import JobKind
 from graft.planning.site import (
     SINFO_FORMAT,
+    is_placeholder,
     parse_proctrack,
+    parse_qos,
     parse_sinfo,
     proctrack_warning,
+    qos_problem,
     runtime_hours,
     site_problems,
+    slurm_output,
 )
 
 SLURM_TOOLS = ("sbatch", "sacct")
@@ -50,24 +53,30 @@ def environment_problem(environment: Path) -> str | None:
     )
 
 
-def _command_output(command: list[str]) -> str:
-    """A Slurm command's standard output; empty where it fails (the check then finds what is missing)."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
-
-
 def site_check(
-    cfg: RunConfig, kinds: list[JobKind], jobs_per_run: int, run: Callable[[list[str]], str] = _command_output
+    cfg: RunConfig,
+    kinds: list[JobKind],
+    jobs_per_run: int,
+    run: Callable[[list[str]], str | None] = slurm_output,
 ) -> tuple[list[str], list[str]]:
     """The problems (each one line) that stop the workflow before its first job, and warnings: the config's
-    ``slurm`` partitions, time limits and GPU GRES type against ``sinfo``; each rule's estimated longest job
+    ``slurm`` section against ``sinfo`` (placeholders, partitions, time limits, the GPU GRES type, the nodes); its
+    QoS's MaxWall (``sacctmgr``, a note where it cannot be read); each rule's estimated longest job
     (graft.planning.job_lengths) against its time limit, a training run's against ``jobs_per_run`` chained jobs
     (a job warned at its limit saves, and its retry resumes); whether Slurm's warning reaches the trainers
-    (``scontrol show config``)."""
-    problems = site_problems(cfg, parse_sinfo(run(["sinfo", "-h", "-a", "-o", SINFO_FORMAT])))
+    (``scontrol show config``). ``run``: a command's output, None where it fails."""
+    problems = site_problems(cfg, parse_sinfo(run(["sinfo", "-h", "-a", "-o", SINFO_FORMAT]) or ""))
+    notes = []
+    qos = cfg.slurm.qos
+    if qos is not None and not is_placeholder(qos):
+        found = run(["sacctmgr", "show", "qos", qos, "format=Name,MaxWall", "-n", "-P"])
+        if found is None:
+            notes.append(
+                f"note: slurm.qos: the MaxWall of QoS {qos!r} is not checked: sacctmgr cannot read it here (no "
+                "accounting database, or no sacctmgr)"
+            )
+        elif problem := qos_problem(cfg, parse_qos(found)):
+            problems.append(problem)
     for kind in kinds:
         limit = runtime_hours(cfg, kind.rule)
         if limit is None or kind.longest is None:
@@ -80,5 +89,5 @@ def site_check(
                 f"{kind.rule} jobs take up to {kind.longest:.1f} h (graft plan), more than their time limit of "
                 f"{limit:g} h{chained} (slurm.{setting}); shorten them with {kind.split}"
             )
-    warning = proctrack_warning(parse_proctrack(run(["scontrol", "show", "config"])))
-    return problems, [warning] if warning else []
+    warning = proctrack_warning(parse_proctrack(run(["scontrol", "show", "config"]) or ""))
+    return problems, notes + ([warning] if warning else [])

@@ -95,11 +95,13 @@ class Rates:
     """What one GPU does per second, each figure with where it comes from."""
 
     peak_flops: float
-    """Dense bf16 FLOP/s of one GPU (its datasheet)."""
+    """Dense bf16 FLOP/s of one GPU (``RunConfig.gpu``)."""
     utilization: dict[str, tuple[float, float]]
     """Per model: the shares of the peak that scoring and the update reach."""
     sync_bytes_per_s: float
     """The weight sync's bytes per second (written and read back)."""
+    tokens_scale: float
+    """What the config's rollout tokens per second are multiplied by for one of the jobs' GPUs (``tokens_scale``)."""
     sources: tuple[str, ...]
     """One line per figure: its value and its source (measured or assumed)."""
 
@@ -173,25 +175,33 @@ def read_gpu_check(path: Path) -> dict:
         raise ConfigError(f"workflow.gpu_check: cannot read {str(path)!r} ({err.__class__.__name__})") from None
 
 
+def tokens_scale(cfg: RunConfig) -> float:
+    """What the config's tokens per second, an H200's, are multiplied by for one of its jobs' GPUs: the GPU's speed
+    over an H200's (``RunConfig.gpu``); 1 for CPU jobs, whose rates are their own."""
+    gpu = cfg.gpu()
+    return gpu.speed if gpu is not None and gpu.speed else 1.0
+
+
 def gpu_rates(cfg: RunConfig) -> Rates | None:
-    """The config's GPU figures, with ``workflow.gpu_check``'s measurements in place of the assumed utilization
-    and sync bandwidth where its report is there (a model it did not measure takes the mean of those it did).
-    None without ``workflow.gpu_peak_tflops`` (a CPU configuration)."""
-    w = cfg.workflow
-    if w.gpu_peak_tflops is None:
+    """The GPU's figures (``RunConfig.gpu``), with ``workflow.gpu_check``'s measurements in place of the assumed
+    utilization and sync bandwidth where its report is there (a model it did not measure takes the mean of those it
+    did). None without a peak: CPU jobs, or a GPU whose config prices no job length."""
+    w, gpu = cfg.workflow, cfg.gpu()
+    if gpu is None or gpu.peak_tflops is None:
         return None
-    peak = w.gpu_peak_tflops * 1e12
+    peak = gpu.peak_tflops * 1e12
     present = bool(w.gpu_check) and Path(w.gpu_check).is_file()
     report = read_gpu_check(Path(w.gpu_check)) if present else {}
     measured = measured_utilization(report, peak)
-    sources = [f"peak {w.gpu_peak_tflops:g} TFLOP/s per GPU (workflow.gpu_peak_tflops)"]
+    where = f"on {report['device']} " if "device" in report else ""
+    sources = []
     if measured:
         mean = tuple(sum(u[i] for u in measured.values()) / len(measured) for i in range(2))
         utilization = {name: measured.get(name, mean) for name in cfg.models}
         for name, (score, update) in measured.items():
             sources.append(
                 f"{name}'s architecture: scoring at {score:.0%}, the update at {update:.0%} of the peak, measured "
-                f"({w.gpu_check})"
+                f"{where}({w.gpu_check})"
             )
         if any(name not in measured for name in cfg.models):
             sources.append(f"other models: {mean[0]:.0%} and {mean[1]:.0%}, the mean of those measured")
@@ -207,11 +217,11 @@ def gpu_rates(cfg: RunConfig) -> Rates | None:
         )
     if "sync_gb_per_s" in report:
         sync = report["sync_gb_per_s"] * 1e9
-        sources.append(f"weight sync {report['sync_gb_per_s']:.2f} GB/s, measured ({w.gpu_check})")
+        sources.append(f"weight sync {report['sync_gb_per_s']:.2f} GB/s, measured {where}({w.gpu_check})")
     else:
         sync = w.sync_gb_per_s * 1e9
         sources.append(f"weight sync {w.sync_gb_per_s:g} GB/s, assumed (workflow.sync_gb_per_s)")
-    return Rates(peak, utilization, sync, tuple(sources))
+    return Rates(peak, utilization, sync, tokens_scale(cfg), tuple(sources))
 
 
 def cell_steps(
@@ -225,7 +235,7 @@ def preset_steps(
     cfg: RunConfig, rates: Rates, method: Method, models: tuple[str, ...], placement: str
 ) -> list[ModelStep] | None:
     """Each model's step in a cell of ``method`` under ``placement``; None where a figure is missing (a model's
-    sizes or its ``workflow.rollout_tokens_per_s``)."""
+    sizes or its ``workflow.rollout_tokens_per_s``, scaled to the jobs' GPU)."""
     w, train, scale = cfg.workflow, cfg.train, cfg.scale
     gpus = scale.processes * scale.nodes // model_groups(placement, len(models))
     recompute = train.old_logprobs == "recompute" or (train.old_logprobs == "auto" and scale.rollout == "vllm")
@@ -238,6 +248,7 @@ def preset_steps(
         if sizes is None or rate is None:
             return None
         flops = tuple(rates.peak_flops * u for u in rates.utilization[name])
+        rate *= rates.tokens_scale
         steps.append(model_step(sizes, rows, prompt, response, gpus, rate, flops, rates.sync_bytes_per_s))
     return steps
 

@@ -800,7 +800,7 @@ def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_be
     tools.mkdir()
     for name in ("bash", "sh", "env", "which", "python3"):
         (tools / name).symlink_to(shutil.which(name))
-    recorded = {"sinfo": "debug*|infinite|(null)", "scontrol": "ProctrackType           = proctrack/linuxproc"}
+    recorded = {"sinfo": "debug*|infinite|(null)|2|1000", "scontrol": "ProctrackType           = proctrack/linuxproc"}
     for name in ("sbatch", "sacct", *recorded):
         (tools / name).write_text(f"#!/bin/sh\necho '{recorded.get(name, '')}'\n")
         (tools / name).chmod(0o755)

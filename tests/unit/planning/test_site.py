@@ -26,15 +26,16 @@ from graft.planning.site import (
 
 PAPER = Path("config/paper.yaml")
 
-# sinfo -h -a -o "%P|%l|%G" on a site whose H200s' GRES type is nvidia_h200: one line per partition and kind of node
+# sinfo -h -a -o "%P|%l|%G|%c|%m" on a site whose H200s' GRES type is nvidia_h200: one line per partition and kind
+# of node
 SINFO = """\
-gpu*|3-00:00:00|gpu:nvidia_h200:8(S:0-1)
-gpu*|3-00:00:00|gpu:nvidia_h200:4(S:0),shard:4
-short|4:00:00|gpu:nvidia_h200:8(S:0-1)
-cpu|7-00:00:00|(null)
+gpu*|3-00:00:00|gpu:nvidia_h200:8(S:0-1)|128|1000000
+gpu*|3-00:00:00|gpu:nvidia_h200:4(S:0),shard:4|64|500000+
+short|4:00:00|gpu:nvidia_h200:8(S:0-1)|128|1000000
+cpu|7-00:00:00|(null)|32|250000
 """
 # CI's one-node cluster (.ci/slurm_cluster.sh): one default partition, no limit, no GPUs
-SINFO_CI = "debug*|infinite|(null)\n"
+SINFO_CI = "debug*|infinite|(null)|2|7900\n"
 SCONTROL = """\
 Configuration data as of 2026-12-01T10:00:00
 AccountingStorageType   = accounting_storage/slurmdbd
@@ -47,6 +48,15 @@ SchedulerType           = sched/backfill
 def paper(**slurm) -> object:
     raw = yaml.safe_load(PAPER.read_text())
     raw["slurm"] = {**raw["slurm"], **slurm}
+    return config_from_dict(raw)
+
+
+def untyped(**slurm) -> object:
+    """The paper config asking for any GPU of its partition (slurm.gpu_type: null), with the figures of its GPU."""
+    raw = yaml.safe_load(PAPER.read_text())
+    raw["slurm"] = {**raw["slurm"], "gpu_type": None, **slurm}
+    raw["scale"]["gpu_memory_gb"] = 150.75
+    raw["workflow"].update(gpu_peak_tflops=989, gpu_speed_vs_h200=1)
     return config_from_dict(raw)
 
 
@@ -65,6 +75,9 @@ def test_sinfo_gives_each_partition_its_limit_default_and_gpu_types():
     assert parts["gpu"].max_hours == 72 and parts["short"].max_hours == 4 and parts["cpu"].max_hours == 168
     assert parts["gpu"].gpu_types == {"nvidia_h200"} and parts["gpu"].gpus
     assert not parts["cpu"].gpus and not parse_sinfo(SINFO_CI)["debug"].gpus
+    # a node's CPUs, memory and GPUs: the partition's smallest node with GPUs ("500000+": nodes of at least that)
+    assert (parts["gpu"].cpus, parts["gpu"].memory_mb, parts["gpu"].node_gpus) == (64, 500000, 4)
+    assert (parts["cpu"].cpus, parts["cpu"].memory_mb, parts["cpu"].node_gpus) == (32, 250000, None)
 
 
 def test_a_site_whose_gres_type_has_another_name_is_told_its_types():
@@ -72,7 +85,7 @@ def test_a_site_whose_gres_type_has_another_name_is_told_its_types():
         "slurm.gpu_type: 'h200' is no GPU GRES type of partition 'gpu'; its types: nvidia_h200"
     ]
     assert site_problems(paper(gpu_type="nvidia_h200"), parse_sinfo(SINFO)) == []
-    assert site_problems(paper(gpu_type=None, cpu_partition="cpu"), parse_sinfo(SINFO)) == []
+    assert site_problems(untyped(cpu_partition="cpu"), parse_sinfo(SINFO)) == []
 
 
 @pytest.mark.parametrize(
@@ -145,15 +158,19 @@ def test_every_rule_takes_the_site_from_the_slurm_section():
         "runtime": 72 * 60,
         "tasks_per_gpu": 0,
         "gres": "gpu:h200:4",
+        # the paper's node (slurm.node_*): 4 GPUs, 64 CPUs, 480,000 MB, all of it for the job of all 4 GPUs
+        "cpus_per_task": 64,
+        "mem_mb": 480000,
     }
     evaluation = {k: v for k, v in train.items() if k != "gres"} | {"runtime": 12 * 60, "gpu": 1, "gpu_model": "h200"}
+    evaluation |= {"cpus_per_task": 16, "mem_mb": 120000}  # one GPU's quarter of the node
     assert all(rule_resources(cfg, rule) == evaluation for rule in GPU_RULES[1:])
     assert rule_resources(cfg, "report") == {"slurm_partition": "cpu", "slurm_account": "lab", "qos": "high"}
-    untyped = paper(gpu_type=None, max_runtime_hours=48, evaluation_hours=60)
-    assert rule_resources(untyped, "train")["gres"] == "gpu:4" and "gpu_model" not in rule_resources(
-        untyped, "evaluate_base"
+    anyone = untyped(max_runtime_hours=48, evaluation_hours=60)
+    assert rule_resources(anyone, "train")["gres"] == "gpu:4" and "gpu_model" not in rule_resources(
+        anyone, "evaluate_base"
     )
-    assert rule_resources(untyped, "evaluate_base")["runtime"] == 48 * 60  # never more than the site allows
+    assert rule_resources(anyone, "evaluate_base")["runtime"] == 48 * 60  # never more than the site allows
     smoke = load_config("config/smoke.yaml")
     assert all(rule_resources(smoke, rule) == {} for rule in [*GPU_RULES, "report"])  # the profile's stay
 
@@ -179,3 +196,100 @@ def test_the_warning_covers_the_papers_measured_step_and_a_save():
     assert stop_lead_seconds(cfg, "grpo_n32", ("smollm3",)) > stop_lead_seconds(cfg, "grpo_n8", ("smollm3",))
     assert stop_lead_seconds(cfg, "grpo_n8_ds", ("qwen3",)) > stop_lead_seconds(cfg, "grpo_n8", ("qwen3",))
     assert stop_lead_seconds(load_config("config/smoke.yaml"), "grpo_n8", ("smol",)) is None
+
+
+def test_a_gpu_jobs_cpus_and_memory_are_its_gpus_share_of_the_node_sinfo_shows():
+    """With the slurm section's node figures unset, the GPU partition's smallest node with GPUs in sinfo: 4 of its
+    4 GPUs for a training job, 1 for an evaluation; the section's figures win where it sets them."""
+
+    def share(cfg, rule, partitions):
+        resources = rule_resources(cfg, rule, partitions)
+        return resources.get("cpus_per_task"), resources.get("mem_mb")
+
+    follow = paper(gpu_type="nvidia_h200", node_cpus=None, node_memory_mb=None, node_gpus=None)
+    parts = parse_sinfo(SINFO)
+    assert share(follow, "train", parts) == (64, 500000)
+    assert share(follow, "evaluate_base", parts) == (16, 125000)
+    eight = paper(gpu_type="nvidia_h200", gpu_partition="short", node_cpus=None, node_memory_mb=None, node_gpus=None)
+    assert share(eight, "train", parts) == (64, 500000)  # 4 of the node's 8 GPUs: half its 128 CPUs
+    mixed = paper(gpu_type="nvidia_h200", node_cpus=96, node_memory_mb=None, node_gpus=None)
+    assert share(mixed, "evaluate_base", parts) == (24, 125000)
+    # neither the section nor sinfo: the profile's defaults stay; CPU rules never take a share
+    assert share(follow, "train", {}) == share(follow, "report", parts) == (None, None)
+
+
+def test_nodes_smaller_than_the_section_says_are_one_line_each():
+    big = paper(gpu_type="nvidia_h200", node_cpus=256, node_memory_mb=480000, node_gpus=4)
+    assert site_problems(big, parse_sinfo(SINFO)) == [
+        "slurm.node_cpus: 256, more than partition 'gpu''s nodes have (64, sinfo -o %c); set slurm.node_cpus: 64, or "
+        "null to follow sinfo"
+    ]
+    two = "gpu*|3-00:00:00|gpu:nvidia_h200:2|64|500000\n"
+    wide = paper(gpu_type="nvidia_h200", node_gpus=None)
+    assert site_problems(wide, parse_sinfo(two))[0] == (
+        "scale.processes: a training job asks for 4 GPUs on each node, more than partition 'gpu''s nodes have (2, "
+        "sinfo -o %G)"
+    )
+
+
+def test_the_placeholders_of_the_worked_example_are_named_before_any_job_is_submitted():
+    own = load_config("config/examples/own-pair.yaml")
+    sinfo = "gpu*|2-00:00:00|gpu:h200:4|64|500000\ncpu|infinite|(null)|32|250000\n"
+    assert site_problems(own, parse_sinfo(sinfo)) == [
+        "slurm.gpu_partition: '<your GPU partition>' is a placeholder; set the partition of this cluster's GPU nodes "
+        "(partitions: cpu, gpu)",
+        "slurm.account: '<your Slurm account>' is a placeholder; set your Slurm account (sacctmgr show associations "
+        "user=$USER format=account -n -P lists them), or null for your default one",
+    ]
+    raw = yaml.safe_load(Path("config/examples/own-pair.yaml").read_text())
+    raw["slurm"].update(gpu_partition="gpu", account="lab")
+    assert site_problems(config_from_dict(raw), parse_sinfo(sinfo)) == []
+
+
+def test_a_qos_whose_maxwall_is_shorter_than_a_job_is_refused_and_one_sacctmgr_cannot_read_is_a_note():
+    recorded = {"sinfo": SINFO, "scontrol": SCONTROL.format("proctrack/cgroup")}
+
+    def check(cfg, sacctmgr):
+        cells, steps = training_cells(cfg), checkpoint_steps(cfg)
+        kinds = job_kinds(cfg, cells, steps, base_evaluations(cfg))
+        outputs = {**recorded, "sacctmgr": sacctmgr}
+        return site_check(cfg, kinds, 3, run=lambda command: outputs[command[0]])
+
+    cfg = paper(gpu_type="nvidia_h200", qos="normal")
+    assert check(cfg, "normal|3-00:00:00\n") == ([], [])
+    assert check(cfg, "normal|\n") == ([], [])  # no MaxWall
+    problems, _ = check(cfg, "normal|2-00:00:00\n")
+    assert problems == [
+        "slurm.max_runtime_hours: train jobs ask for 72 h, more than QoS 'normal' allows (MaxWall 48 h); set "
+        "slurm.max_runtime_hours: 48"
+    ]
+    evaluations = paper(gpu_type="nvidia_h200", qos="normal", max_runtime_hours=None)
+    assert check(evaluations, "normal|10:00:00\n")[0] == [
+        "slurm.evaluation_hours: evaluate_checkpoints jobs ask for 12 h, more than QoS 'normal' allows (MaxWall 10 h); "
+        "set slurm.evaluation_hours: 10"
+    ]
+    assert check(cfg, "")[0] == [
+        "slurm.qos: no QoS 'normal' on this cluster (sacctmgr show qos); set one your account may use, or null"
+    ]
+    problems, notes = check(cfg, None)
+    assert problems == [] and notes == [
+        "note: slurm.qos: the MaxWall of QoS 'normal' is not checked: sacctmgr cannot read it here (no accounting "
+        "database, or no sacctmgr)"
+    ]
+
+
+def test_a_gres_type_the_executor_plugin_cannot_pass_names_the_gpu_and_asks_for_any_of_the_partition():
+    """Slurm's AutoDetect=nvml writes types like nvidia_a100-sxm4-80gb, whose "-" snakemake-executor-plugin-slurm
+    refuses: the plan takes the A100 80 GB, the jobs ask for any GPU of a partition that has no other type."""
+    cfg = paper(gpu_type="nvidia_a100-sxm4-80gb", max_runtime_hours=None, evaluation_hours=None)
+    assert cfg.gpu().name == "A100 80 GB"
+    assert rule_resources(cfg, "train", {})["gres"] == "gpu:4" and "gpu_model" not in rule_resources(
+        cfg, "evaluate_base", {}
+    )
+    only = parse_sinfo("gpu*|infinite|gpu:nvidia_a100-sxm4-80gb:4|64|480000\n")
+    assert site_problems(cfg, only) == []
+    both = parse_sinfo(
+        "gpu*|infinite|gpu:nvidia_a100-sxm4-80gb:4|64|480000\ngpu*|infinite|gpu:nvidia_a100-sxm4-40gb:4|64|480000\n"
+    )
+    (problem,) = site_problems(cfg, both)
+    assert problem.startswith("slurm.gpu_type: 'nvidia_a100-sxm4-80gb' holds a '-', which snakemake-executor-plugin")
