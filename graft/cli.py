@@ -345,7 +345,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
             config = load_config(args.config)
             if args.model not in config.models:
                 raise ConfigError(f"--model: unknown model {args.model!r}; models: {', '.join(config.models)}")
-            check = (args.model, config.models[args.model])
+            check = (config, args.model)
         path = fetch_model(args.hub_id, args.out, check)
     else:
         path = fetch_dataset(args.name, args.out)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graft.config import ModelSpec
+from graft.config import RunConfig
 from graft.data.benchmarks import HUB, VALIDATION_SIZE, HubSource, fetch_from_hub
-from graft.engine.policy import check_model_dir, check_prompt
+from graft.engine.policy import check_model_dir
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 
@@ -18,10 +18,10 @@ MATH_TRAIN = HubSource("DigitalLearningGmbH/MATH-lighteval", "train", 7500)
 MATH_TEST = HubSource("DigitalLearningGmbH/MATH-lighteval", "test", 5000)
 
 
-def fetch_model(hub_id: str, out: str | Path, check: tuple[str, ModelSpec] | None = None) -> Path:
+def fetch_model(hub_id: str, out: str | Path, check: tuple[RunConfig, str] | None = None) -> Path:
     """Snapshot a model repository's safetensors weights, config and tokenizer files (a chat template may be a
-    ``chat_template.jinja`` of its own) into ``out``. ``check``: (name, config entry) whose prompt format the
-    downloaded tokenizer must be able to apply, refused before the snapshot is put in place."""
+    ``chat_template.jinja`` of its own) into ``out``, checked (``check_model_dir``) before the snapshot is put in
+    place. ``check``: (config, model name) whose prompt format and sequence lengths the download must serve."""
     from huggingface_hub import snapshot_download
 
     out = Path(out)
@@ -31,9 +31,7 @@ def fetch_model(hub_id: str, out: str | Path, check: tuple[str, ModelSpec] | Non
         local_dir=tmp,
         allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"],
     )
-    check_model_dir(tmp, f"hub model {hub_id!r}")
-    if check is not None:
-        check_prompt(check[0], check[1], tmp)
+    check_model_dir(tmp, f"hub model {hub_id!r}", *(check or ()))
     commit_dir(tmp, out)
     return out
 

@@ -33,7 +33,7 @@ from graft.algo import group_advantages
 from graft.config import RunConfig
 from graft.data.problems import Problem, load_problems, read_jsonl
 from graft.data.records import StepRecords, write_step
-from graft.engine.policy import Policy, load_policy
+from graft.engine.policy import Policy, check_model_dir, load_policy
 from graft.engine.reward import Grader
 from graft.engine.scoring import ScoringSettings, score_responses
 from graft.errors import ConfigError
@@ -187,12 +187,16 @@ def import_archive(
             f"--in: only {hits} of {total} dumped prompts match a problem of data.train "
             f"({str(config.data.train)!r}); expected at least {min_match:.0%} (--min-match)"
         )
+    sources = {updates: checkpoint_for(source, updates, model, config.models[model].path) for updates in steps}
+    for weights in sorted(set(sources.values())):
+        what = f"models.{model}.path" if weights == config.models[model].path else "--source-model"
+        check_model_dir(weights, what, config, model)
     grader = Grader(config.reward.kind, config.reward.timeout, config.reward.workers)
     manifest = {"format": fmt, "source_dump": str(dump), "model": model, "steps": {}, "follow_prompts": True}
     loaded: tuple[str, Policy] | None = None
     try:
         for ours, (updates, records) in enumerate(steps.items()):
-            weights = checkpoint_for(source, updates, model, config.models[model].path)
+            weights = sources[updates]
             if loaded is None or loaded[0] != weights:  # one source model in memory at a time
                 loaded = (weights, load_policy(model, config.models[model], path=weights))
             rec = _step_records(config, loaded[1], ours, updates, records, matched, grader)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import torch
 
-from graft.config import ModelSpec, TrainSpec
+from graft.config import ModelSpec, RunConfig, TrainSpec
 from graft.engine.logprobs import response_token_logprobs
 from graft.engine.packing import attend_within_rows, pack_rows
 from graft.engine.prompts import PromptFormat
@@ -70,13 +71,34 @@ TOKENIZER_VOCABULARIES = (("tokenizer.json",), ("tokenizer.model",), ("vocab.jso
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 JSON_FILES = ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json", "vocab.json")
 """The JSON files of a model directory that transformers parses, checked as JSON when present."""
+MODEL_TYPES = ("llama", "qwen2", "qwen3", "smollm3", "gpt2")
+"""The causal-LM families (config.json's ``model_type``) whose decoder blocks, embedding names and sizes graft reads
+(graft.engine.distributed.decoder_layers, graft.engine.weight_sync, graft.planning.memory.sizes_from_config):
+Llama (SmolLM2, OctoThinker), Qwen2 (Qwen2.5), Qwen3, SmolLM3 and GPT-2."""
+SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+"""The float dtypes of safetensors headers, loaded as stored so that checking a directory reads no weights."""
+NAMED = 3
+"""How many of a directory's missing or mismatched weights a refusal names."""
 
 
-def check_model_dir(path: str | Path, what: str) -> Path:
-    """Refuse, before transformers reads it, a directory that is not a whole safetensors ``from_pretrained`` model
-    (a download that stopped half-way): config.json, the tokenizer's files, and the weights, every shard that the
-    index names and each shard as long as its header says."""
+def check_model_dir(path: str | Path, what: str, config: RunConfig | None = None, name: str | None = None) -> Path:
+    """Refuse, in one line naming it and before any compute, a model directory graft cannot train or sample from.
+
+    Its files first, before transformers reads them (``_check_files``: a download that stopped half-way, an
+    architecture graft does not handle), then what transformers makes of them (``_check_loaded``). ``config`` and
+    ``name``: the run's config and the model's name in it, whose prompt format and sequence lengths the directory
+    must serve; without them (a download checked before any config names it) those two are not checked.
+    """
     path = Path(path)
+    dtype = _check_files(path, what)
+    _check_loaded(path, what, dtype, config, name)
+    return path
+
+
+def _check_files(path: Path, what: str) -> torch.dtype | None:
+    """Refuse a directory that is not a whole safetensors ``from_pretrained`` model of a family graft handles:
+    config.json naming one of ``MODEL_TYPES``, the tokenizer's files, and the weights, every shard that the index
+    names, each as long as its header says and none empty. Returns the dtype most of the weights are stored in."""
     if not (path / "config.json").is_file():
         raise ConfigError(f"{what}: {str(path)!r} is not a model directory: it lacks config.json")
 
@@ -87,9 +109,13 @@ def check_model_dir(path: str | Path, what: str) -> Path:
         raise lacks("tokenizer_config.json", "the tokenizer's settings and chat template")
     if not any(all((path / name).is_file() for name in names) for names in TOKENIZER_VOCABULARIES):
         raise lacks("tokenizer.json", "the tokenizer's vocabulary; or tokenizer.model, vocab.json with merges.txt")
-    for name in JSON_FILES:
-        if (path / name).is_file():
-            read_json_object(path / name, what)
+    parsed = {name: read_json_object(path / name, what) for name in JSON_FILES if (path / name).is_file()}
+    model_type = parsed["config.json"].get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ConfigError(
+            f"{what}: {str(path)!r} holds a model of type {model_type!r} (config.json's model_type); graft trains "
+            f"the causal LMs {', '.join(MODEL_TYPES)}"
+        )
     index = path / SAFETENSORS_INDEX
     if index.is_file():
         try:
@@ -103,11 +129,111 @@ def check_model_dir(path: str | Path, what: str) -> Path:
         shards = [p.name for p in sorted(path.glob("*.safetensors"))]
         if not shards:
             raise lacks("model.safetensors", "the weights; only safetensors are loaded")
+    dtypes: Counter[str] = Counter()
     for shard in shards:
-        problem = _safetensors_problem(path / shard)
-        if problem:
-            raise ConfigError(f"{what}: {str(path / shard)!r} {problem}: a partial download or copy")
-    return path
+        header = _safetensors_header(path / shard, what)
+        if not header:
+            raise ConfigError(f"{what}: {str(path / shard)!r} holds no tensors; a model's weights are expected")
+        dtypes.update(tensor.get("dtype") for tensor in header.values())
+    return SAFETENSORS_DTYPES.get(dtypes.most_common(1)[0][0])
+
+
+def _check_loaded(path: Path, what: str, dtype: torch.dtype | None, config: RunConfig | None, name: str | None) -> None:
+    """Load the directory as training would, with the weights left where they lie (their stored dtype, mapped
+    from the files, so nothing is read or converted), and refuse it where transformers' loading report lacks a
+    weight (tied ones are not reported) or found one of another shape, where the tokenizer has more tokens than
+    the embedding has rows, where no token ends a response (the rollout stops at it and pads with it where the
+    tokenizer has no pad token), and, with ``config``, where the prompt format does not apply or prompt plus
+    response exceeds the model's positions."""
+    tokenizer, model, report = _load_unread(path, what, dtype)
+    where = repr(str(path))
+    # a renamed weight is missing under its name and unexpected under the other: naming both shows the rename
+    missing, unexpected = sorted(report["missing_keys"]), sorted(report["unexpected_keys"])
+    if missing:
+        extra = f"; it holds {len(unexpected)} it does not use ({_few(unexpected)})" if unexpected else ""
+        raise ConfigError(
+            f"{what}: {where} lacks {len(missing)} of the weights of its {type(model).__name__} ({_few(missing)})"
+            f"{extra}: every weight must be in its safetensors files under transformers' names"
+        )
+    if report["mismatched_keys"]:
+        shapes = [
+            f"{key} {list(found)} where the model has {list(wanted)}"
+            for key, found, wanted in sorted(report["mismatched_keys"])
+        ]
+        raise ConfigError(
+            f"{what}: {where} holds weights of other shapes than its config.json gives ({_few(shapes)}): its "
+            "config and its weights must be of one model"
+        )
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > rows:
+        raise ConfigError(
+            f"{what}: {where}'s tokenizer has {len(tokenizer):,} tokens but its embedding {rows:,} rows; a "
+            "tokenizer within the model's vocabulary (vocab_size) is expected"
+        )
+    fmt = PromptFormat()
+    if config is not None and name is not None:
+        fmt = prompt_format(config.models[name])
+        fmt.check(name, tokenizer, str(path))
+    stops = fmt.stop_token_ids(tokenizer, model.generation_config.eos_token_id)
+    if not stops:
+        raise ConfigError(
+            f"{what}: {where} names no end-of-sequence token (its tokenizer's eos_token, the eos_token_id of "
+            "generation_config.json or config.json); one is needed to end and pad responses"
+        )
+    pad = tokenizer.pad_token_id
+    beyond = [token for token in [*stops, pad] if token is not None and not 0 <= token < rows]
+    if beyond:
+        raise ConfigError(
+            f"{what}: {where}'s end-of-sequence or pad token {beyond[0]} is beyond its embedding's {rows:,} rows; "
+            "special tokens within the model's vocabulary are expected"
+        )
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if config is not None and positions is not None:
+        t = config.train
+        # training samples prompt plus response; an evaluation may generate longer responses after the same prompt
+        longest = t.max_prompt_tokens + max(t.max_response_tokens, config.eval_response_tokens())
+        if longest > positions:
+            raise ConfigError(
+                f"{what}: {where} has {positions:,} positions (config.json's max_position_embeddings or "
+                f"n_positions), fewer than the {longest:,} tokens of a prompt and its response (train."
+                "max_prompt_tokens plus the longer of train.max_response_tokens and eval.max_response_tokens); "
+                f"lower these to {positions:,} in all, or use a model with more positions"
+            )
+
+
+def _load_unread(path: Path, what: str, dtype: torch.dtype | None) -> tuple[object, torch.nn.Module, dict]:
+    """The tokenizer, the model and transformers' loading report of a directory whose files are checked, its
+    weights mapped from the files but not read. transformers' own report stays unprinted: ``_check_loaded``
+    refuses in one line what it would warn of in many."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        # a weight of another shape is reported rather than raised, so that it is refused in one line
+        model, report = AutoModelForCausalLM.from_pretrained(
+            path,
+            dtype=dtype or "auto",
+            use_safetensors=True,
+            trust_remote_code=False,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+        )
+    except Exception as err:  # transformers raises errors of many types on files it cannot make sense of
+        line = " ".join(str(err).split())
+        raise ConfigError(f"{what}: transformers cannot load {str(path)!r}: {type(err).__name__}: {line}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return tokenizer, model, report
+
+
+def _few(names: list[str]) -> str:
+    """The first ``NAMED`` of ``names``, and how many more."""
+    more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
+    return ", ".join(names[:NAMED]) + more
 
 
 def read_json_object(path: Path, what: str) -> dict:
@@ -122,9 +248,14 @@ def read_json_object(path: Path, what: str) -> dict:
     return value
 
 
-def _safetensors_problem(path: Path) -> str | None:
-    """What is wrong with a safetensors file's length, or None: it holds 8 bytes of header length, the JSON header,
-    then the tensors' data up to the largest end offset the header gives."""
+def _safetensors_header(path: Path, what: str) -> dict[str, dict]:
+    """A safetensors file's tensors (name to dtype, shape and data offsets), refused in one line where the file's
+    length is wrong: it holds 8 bytes of header length, the JSON header, then the tensors' data up to the largest
+    end offset the header gives."""
+
+    def damaged(problem: str) -> ConfigError:
+        return ConfigError(f"{what}: {str(path)!r} {problem}: a partial download or copy")
+
     size = path.stat().st_size
     with path.open("rb") as f:
         length = int.from_bytes(f.read(8), "little")
@@ -133,17 +264,21 @@ def _safetensors_problem(path: Path) -> str | None:
         except ValueError:
             header = None
     if not isinstance(header, dict):
-        return "has no readable safetensors header"
+        raise damaged("has no readable safetensors header")
+    header.pop("__metadata__", None)
     try:
-        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+        ends = [int(t["data_offsets"][1]) for t in header.values()]
     except (KeyError, IndexError, TypeError, ValueError):
-        return "has a safetensors header without its tensors' data offsets"
+        raise damaged("has a safetensors header without its tensors' data offsets") from None
     expected = 8 + length + max(ends, default=0)
-    return None if size == expected else f"is {size:,} bytes where its header says {expected:,}"
+    if size != expected:
+        raise damaged(f"is {size:,} bytes where its header says {expected:,}")
+    return header
 
 
 def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtype: str | None = None) -> Policy:
-    """Load model and tokenizer with the same code for a built toy model and for SmolLM3 or Qwen3.
+    """Load model and tokenizer with the same code for a built toy model and for SmolLM3 or Qwen3, from a directory
+    the command checked before any compute (``check_model_dir``).
 
     Weights come from safetensors only and ``trust_remote_code`` stays off. ``dtype`` overrides the spec's
     parameter dtype (sharded training keeps float32 masters).
@@ -152,7 +287,7 @@ def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtyp
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    where = check_model_dir(path or spec.path, f"models.{name}.path")
+    where = Path(path or spec.path)
     tokenizer = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
     model = AutoModelForCausalLM.from_pretrained(
         where, dtype=DTYPES[dtype or spec.dtype], use_safetensors=True, trust_remote_code=False

@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 
+from jinja2 import TemplateError
+
 from graft.errors import ConfigError
 
 PAPER_SUFFIX = "Let's think step by step and output the final answer within \\boxed{}."
@@ -77,7 +79,16 @@ class PromptFormat:
                 f"models.{name}: the tokenizer in {where} has no chat template; set models.{name}.chat_template to a "
                 "Jinja file (config/chat_templates/chatml_user.jinja: one ChatML user turn), or chat: false"
             )
-        rendered = self.render(tokenizer, "{problem}")
+        try:
+            rendered = self.render(tokenizer, "{problem}")
+            unended = self.chat and self.turn_end(tokenizer) is None
+        except TemplateError as err:
+            source = f"models.{name}.chat_template" if self.chat_template else f"the tokenizer's in {where}"
+            raise ConfigError(
+                f"models.{name}: its chat template ({source}) does not render a user message: "
+                f"{type(err).__name__}: {' '.join(str(err).split())}; a Jinja template that renders is needed "
+                f"(fix it, or set models.{name}.chat_template to a file of config/chat_templates/)"
+            ) from None
         if "{problem}" not in rendered:
             raise ConfigError(f"models.{name}: its chat template drops the user message; choose another chat_template")
         today = _dt.date.today()
@@ -88,7 +99,6 @@ class PromptFormat:
                 f"to day; set models.{name}.chat_template (config/chat_templates/chatml_user.jinja: no system block)"
             )
         # A template in the vocabulary's own markers must end a turn with one; a toy tokenizer holds no markers
-        unended = self.chat and self.turn_end(tokenizer) is None
         if unended and special_ids(tokenizer) & set(tokenizer(rendered, add_special_tokens=False)["input_ids"]):
             raise ConfigError(
                 f"models.{name}: its chat template writes special tokens of the tokenizer in {where} but ends an "

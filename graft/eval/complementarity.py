@@ -190,7 +190,7 @@ def complementarity(
     for name in names:
         if name not in config.models:
             raise ConfigError(f"--models: unknown model {name!r}; models: {', '.join(config.models)}")
-        check_model_dir(config.models[name].path, f"models.{name}.path")
+        check_model_dir(config.models[name].path, f"models.{name}.path", config, name)
     problems, sets = [], []
     for file in files:
         loaded = load_problems(file, "--data", config.reward.kind)[: prompts or None]

@@ -165,7 +165,7 @@ def check_checkpoint(config: RunConfig, model: str, checkpoint: Path, what: str)
     architecture and sizes differ from those of the config's ``models.<model>.path``."""
     from graft.engine.policy import check_model_dir, read_json_object
 
-    check_model_dir(checkpoint, what)
+    check_model_dir(checkpoint, what, config, model)
     manifest = checkpoint.parent / MANIFEST
     if manifest.is_file():
         problem = damage(checkpoint.parent, checkpoint.name)

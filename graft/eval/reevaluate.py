@@ -66,7 +66,7 @@ def reevaluate_selected(
         raise ConfigError("eval.selection_runs: 0 re-evaluates nothing; set it to the number of runs (5 in the paper)")
     meta = json.loads(run.run_json.read_text())
     rule = config.report.selection
-    written = []
+    selected = {}  # every model's checkpoint is checked before any is evaluated
     for model in models or meta["models"]:
         step, score = selected_step(eval_dir, model, rule)
         checkpoint = run.checkpoint(step) / model if step else None
@@ -77,7 +77,9 @@ def reevaluate_selected(
                 else ""
             )
             raise ConfigError(f"--run: {str(run.root)!r} has no checkpoint of {model!r} at step {step}{why}")
-        check_checkpoint(config, model, checkpoint, "--run")
+        selected[model] = step, score, check_checkpoint(config, model, checkpoint, "--run")
+    written = []
+    for model, (step, score, checkpoint) in selected.items():
         for r in range(config.eval.selection_runs):
             out = selection_run_file(out_dir, model, r)
             kept = run.kept_evaluation(model, step, selection_run=r)

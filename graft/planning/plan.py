@@ -619,7 +619,7 @@ def model_prompts(cfg: RunConfig) -> dict[str, str]:
     for name, spec in cfg.models.items():
         fmt = prompt_format(spec)
         if Path(spec.path).exists():
-            check_model_dir(spec.path, f"models.{name}.path")
+            check_model_dir(spec.path, f"models.{name}.path", cfg, name)
             prompts[name] = repr(check_prompt(name, spec))
         elif not fmt.chat:
             prompts[name] = repr(fmt.render(None, "{problem}"))

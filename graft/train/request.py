@@ -9,6 +9,7 @@ from graft.config import RunConfig
 from graft.data.imports import MANIFEST, read_manifest
 from graft.data.problems import load_problems
 from graft.data.records import archive_prompt_ids
+from graft.engine.policy import check_model_dir
 from graft.errors import ConfigError
 from graft.methods import Method, group_problem
 from graft.results import trajectory_file
@@ -67,11 +68,6 @@ def validate_request(req: TrainRequest) -> None:
             )
     elif req.peer_archives:
         raise ConfigError(f"--peer-archive: only for archive replay, not for peer {req.method.peer!r}")
-    if req.config.scale.rollout == "vllm":
-        from graft.engine.vllm import check_available, check_models
-
-        check_available()
-        check_models({m: req.config.models[m].path for m in req.models})
     if req.eval_dir is not None and req.config.scale.processes > 1:
         raise ConfigError(
             "--eval-dir: not with scale.processes > 1; evaluate checkpoints in their own jobs "
@@ -84,6 +80,14 @@ def validate_request(req: TrainRequest) -> None:
     problems = load_problems(req.config.data.train, "data.train", req.config.reward.kind)
     for archive in req.peer_archives:
         check_archive(archive, req.steps, {p.id for p in problems})
+    # the models last: checking one loads it (its weights left unread)
+    for name in req.models:
+        check_model_dir(req.config.models[name].path, f"models.{name}.path", req.config, name)
+    if req.config.scale.rollout == "vllm":
+        from graft.engine.vllm import check_available, check_models
+
+        check_available()
+        check_models({m: req.config.models[m].path for m in req.models})
 
 
 def check_archive(archive: Path, steps: int, known: set[str]) -> None:
