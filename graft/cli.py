@@ -24,7 +24,7 @@ from graft.paths import check_input, check_output, describe
 from graft.results import ResultsTree, RunDir, is_pruned, write_text
 from graft.services.offline import go_offline
 from graft.services.progress import Progress
-from graft.typed_config import Count, NonNegativeInt, Probability, coerce, field_types, load_yaml, read_option
+from graft.typed_config import Count, NonNegativeInt, Probability, Seed, coerce, field_types, load_yaml, read_option
 
 USAGE = (
     "GRAFT (arXiv 2609.37868): co-train two language models with GRPO on verifiable math, exchanging whole groups "
@@ -394,7 +394,9 @@ def _typed(tp: Any, name: str) -> Callable[[str], Any]:
 
 
 non_negative_int = _typed(NonNegativeInt, "non_negative_int")
-"""Seeds."""
+"""Checkpoint steps."""
+seed_int = _typed(Seed, "seed")
+"""Seeds, in the config's range (graft.typed_config.Seed)."""
 positive_int = _typed(Count, "positive_int")
 """Counts: steps, threads, prompts."""
 fraction = _typed(Probability, "fraction")
@@ -549,7 +551,7 @@ def _add_training(sub) -> None:
     train.add_argument(
         "--models", required=True, type=_names("model"), help="A for one model, A,B for a co-trained pair"
     )
-    train.add_argument("--seed", type=non_negative_int, required=True)
+    train.add_argument("--seed", type=seed_int, required=True)
     train.add_argument("--out", type=Path, required=True, help="run directory: metrics, trajectories, checkpoints")
     train.add_argument("--steps", type=positive_int, help="override train.steps")
     train.add_argument(
@@ -650,7 +652,7 @@ def _add_evaluation(sub) -> None:
     ev.add_argument(
         "--steps", type=_checkpoint_steps, help="with --run: only the checkpoints of these steps, e.g. 5,10,15"
     )
-    ev.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed (one per evaluation repeat)")
+    ev.add_argument("--seed", type=seed_int, default=0, help="sampling seed (one per evaluation repeat)")
     ev.add_argument("--threads", type=positive_int)
     ev.set_defaults(func=_cmd_evaluate)
 
@@ -767,7 +769,7 @@ def _add_data(sub) -> None:
     )
     comp.add_argument("--prompts", type=positive_int, help="use the first N prompts of each file")
     comp.add_argument("--n", type=_typed(_SWITCH_TYPES["n"], "n"), default=8, help="samples per prompt and model")
-    comp.add_argument("--seed", type=non_negative_int, default=0)
+    comp.add_argument("--seed", type=seed_int, default=0)
     comp.add_argument(
         "--delta",
         type=_typed(_SWITCH_TYPES["delta"], "delta"),

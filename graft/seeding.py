@@ -70,11 +70,17 @@ _FORMULAS: dict[str, Callable[..., int]] = {
 PURPOSES = tuple(_FORMULAS)
 
 
+_TORCH_SEEDS = 2**64
+"""torch's generators take seeds below this. ``derive`` takes every formula's value modulo it, which changes no
+value a generator took before (every value of every seed below 2**47 among them), and gives the largest seeds
+(graft.typed_config.Seed: up to 2**63 - 1) derived seeds a generator takes."""
+
+
 def derive(seed: int, purpose: str, *parts: int | str) -> int:
     """The seed for ``purpose`` and its parts (a step, a model name, a rank...), a pure function of them."""
     if purpose not in _FORMULAS:
         raise ValueError(f"unknown seed purpose {purpose!r}; purposes: {', '.join(PURPOSES)}")
-    return _FORMULAS[purpose](seed, *parts)
+    return _FORMULAS[purpose](seed, *parts) % _TORCH_SEEDS
 
 
 def generator(seed: int, purpose: str, *parts: int | str) -> torch.Generator:

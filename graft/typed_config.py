@@ -4,9 +4,9 @@ Supported field types: bool, int, float, str, ``Literal[...]``, nested dataclass
 ``dict[str, X]``, ``X | None`` of these, and ``Annotated[X, Bounds(...)]`` / ``Annotated[X, NON_EMPTY]`` /
 ``Annotated[str, Named(kind)]`` (a name, graft.names, as a value or a mapping's key): a field's allowed range is
 written in its annotation, beside its definition, and read from there by the check below and by the workflow's
-schema (graft.planning.config_schema). Every float must be finite, every string and mapping key non-empty text.
-Unknown keys, wrong types and values out of range are refused with one ConfigError line that names the field and
-what it accepts.
+schema (graft.planning.config_schema). Every float must be finite, every integer a 64-bit one, every string and
+mapping key non-empty text. Unknown keys, wrong types and values out of range are refused with one ConfigError line
+that names the field and what it accepts.
 
 Values typed as text (Snakemake's ``--config``, ``graft train --set``, a quoted YAML number) are read as the
 field's type first, in one place: ``parse_strings``.
@@ -73,13 +73,28 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+INT64 = 2**63
+"""Every integer field lies in [-INT64, INT64): a 64-bit integer, as torch and Slurm take them."""
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error line, a very long one cut (an integer of 400 digits is named by its length)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {math.floor(math.log10(abs(value))) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
 NON_EMPTY = "non-empty"
 """``Annotated[list[X], NON_EMPTY]`` / ``Annotated[dict[str, X], NON_EMPTY]``: at least one entry."""
 
 Count = Annotated[int, Bounds(ge=1)]
 """A size, a count of steps or items, a limit: an integer >= 1."""
 NonNegativeInt = Annotated[int, Bounds(ge=0)]
-"""A seed or a count that may be zero."""
+"""A count that may be zero."""
+Seed = Annotated[int, Bounds(ge=0, le=INT64 - 1)]
+"""A run's, an evaluation's or the toy world's seed, every seed of the run derived from it (graft.seeding): the
+config's seeds and every command's ``--seed``, one range for them all."""
 Positive = Annotated[float, Bounds(gt=0)]
 """A rate, a scale or a duration: a number > 0."""
 NonNegative = Annotated[float, Bounds(ge=0)]
@@ -142,15 +157,32 @@ def coerce(value: Any, tp: Any, where: str, described: Any = None) -> Any:
     if get_origin(tp) is Literal:
         if value in get_args(tp) and type(value) in {type(a) for a in get_args(tp)}:
             return value
-        raise ConfigError(f"{where}: {value!r} is not allowed; expected {_describe(described)}")
+        raise ConfigError(f"{where}: {shown(value)} is not allowed; expected {_describe(described)}")
     named = _named(meta)
     if named is not None:
         return check_name(named.kind, value, where)
+    if tp is float and _beyond_floats(value):
+        raise ConfigError(f"{where}: {shown(value)} is out of range; expected {_describe(described)}")
     checked = _coerce_scalar(value, tp, where)
     if checked is None or not all(b.holds(checked) for b in meta if isinstance(b, Bounds)):
         hint = f" ({not_text(value)})" if tp is str and not isinstance(value, str) else ""
-        raise ConfigError(f"{where}: {value!r} is not allowed; expected {_describe(described)}{hint}")
+        raise ConfigError(f"{where}: {shown(value)} is not allowed; expected {_describe(described)}{hint}")
+    if tp is int and not -INT64 <= checked < INT64:
+        raise ConfigError(
+            f"{where}: {shown(value)} is out of range; expected a 64-bit {_describe(described).removeprefix('an ')}"
+        )
     return checked
+
+
+def _beyond_floats(value: Any) -> bool:
+    """Whether ``value`` is an integer too large for a float (10**400)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def _coerce_collection(value: Any, tp: Any, where: str) -> Any:
@@ -207,6 +239,11 @@ def from_dict(cls: type[T], data: Any, where: str) -> T:
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
     hints = field_types(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    odd = [key for key in data if not isinstance(key, str)]
+    if odd:  # a number, a bool or null: no field's name, and not sortable among the names
+        raise ConfigError(
+            f"{where}: the key {shown(odd[0])} is not allowed ({not_text(odd[0])}); allowed fields: {', '.join(fields)}"
+        )
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown field {unknown[0]!r}; allowed fields: {', '.join(fields)}")
@@ -254,7 +291,10 @@ def parse_strings(value: Any, tp: Any) -> Any:
         return True if value in _TRUE else False if value in _FALSE else value
     integers = tp is int or (get_origin(tp) is Literal and all(type(a) is int for a in get_args(tp)))
     if integers and _INTEGER.fullmatch(value):
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:  # more digits than Python reads (4300): left as text, refused by name
+            return value
     if tp is float:
         try:
             return float(value)
@@ -285,6 +325,11 @@ class _Loader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:  # a list or a mapping, which no Python mapping holds as a key
+                kind, line = "mapping" if isinstance(key, dict) else type(key).__name__, key_node.start_mark.line + 1
+                raise ConfigError(f"{self.source}: a {kind} as a key at line {line}; a key is text") from None
             if key in seen:
                 line = key_node.start_mark.line + 1
                 raise ConfigError(f"{self.source}: duplicate key {key!r} at line {line}; each key may appear once")
@@ -292,6 +337,23 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_YAML_INT_LIMIT = 10**4300
+
+
+def _construct_int(loader: _Loader, node) -> int:
+    """YAML's integer; one of more digits than Python writes out (4300: it could name no setting, nor be named in
+    an error) is refused as out of range."""
+    try:
+        value = yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:  # decimal digits past Python's limit
+        value = None
+    if value is None or abs(value) >= _YAML_INT_LIMIT:  # a hexadecimal one as long
+        line = node.start_mark.line + 1
+        raise ConfigError(f"{loader.source}: the integer at line {line} is out of range (more than 4300 digits)")
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),

@@ -173,6 +173,11 @@ class RunConfig:
                     f"groups.{group}: expected three or more different model names (two are a pair), got {members}"
                 )
             self._check_members(f"groups.{group}", members)
+        if self.report.selection == "val_best" and (self.eval is None or self.eval.validation is None):
+            raise ConfigError(
+                "report.selection: 'val_best' selects by the validation score, but eval.validation names no "
+                "validation set; set eval.validation, or select by test_best or final"
+            )
         w = self.workflow
         from graft.methods import PRESETS, resolve_all
 

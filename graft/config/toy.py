@@ -12,9 +12,9 @@ from graft.typed_config import (
     Count,
     FieldError,
     NonNegative,
-    NonNegativeInt,
     Positive,
     Probability,
+    Seed,
 )
 
 ToyFamily = Literal["add", "sub", "mul", "div", "mul2", "add3", "sub3"]
@@ -82,7 +82,7 @@ class ToySpec:
     """The toy models by name, each built from scratch and warmed up on its own mix of families."""
     families: Annotated[list[ToyFamily], NON_EMPTY] = field(default_factory=lambda: list(DEFAULT_TOY_FAMILIES))
     """The task families of this world, one toy benchmark each."""
-    seed: NonNegativeInt = 0
+    seed: Seed = 0
     """The toy world's seed: its problems, tokenizers, weights and warm-ups (a toy seed)."""
     test_per_family: Count = 64
     """Problems per family in the test split (the toy's benchmarks)."""

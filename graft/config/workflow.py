@@ -10,8 +10,8 @@ from graft.typed_config import (
     NON_EMPTY,
     Count,
     FieldError,
-    NonNegativeInt,
     Positive,
+    Seed,
     Share,
 )
 
@@ -50,7 +50,7 @@ def preset_seeds(
     return main_seeds if method in MAIN_METHODS else other_seeds
 
 
-Seeds = Annotated[list[NonNegativeInt], NON_EMPTY]
+Seeds = Annotated[list[Seed], NON_EMPTY]
 
 
 """A list of seeds, at least one (``_check_seeds``: each once)."""

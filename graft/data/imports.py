@@ -46,6 +46,10 @@ _KEY = 24
 """Characters of a problem's text (at most) used to find it in a prompt, which is then checked whole."""
 
 
+_JSON_KINDS = {type(None): "null", bool: "a boolean", dict: "an object"}
+"""How a refusal names a JSON value that is not text (else a number)."""
+
+
 @dataclass(frozen=True)
 class Dumped:
     step: int
@@ -80,6 +84,10 @@ def read_dump(directory: Path, fmt: str) -> dict[int, list[Dumped]]:
             if fmt != "verl" and (not isinstance(record["step"], int) or isinstance(record["step"], bool)):
                 raise ConfigError(f"{where}: step {record['step']!r} is not an integer (updates before the rollout)")
             step = int(path.stem) - 1 if fmt == "verl" else int(record["step"])
+            for name in fields[-2:]:
+                if not isinstance(record[name], str | list):  # str() would make null the text 'None'
+                    kind = _JSON_KINDS.get(type(record[name]), "a number")
+                    raise ConfigError(f"{where}: {name!r} is {kind}; expected text (or a list of messages)")
             prompt, response = (record[f] for f in fields[-2:])
             steps.setdefault(step, []).append(
                 Dumped(step, _prompt_text(prompt, where), _completion_text(response, where))

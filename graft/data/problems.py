@@ -23,17 +23,19 @@ class Problem:
 
 def read_jsonl(path: str | Path, what: str) -> list[tuple[int, dict]]:
     """(line number, object) for every non-blank line of a JSON Lines file; a missing file, text that is not
-    UTF-8, a line that is not JSON or not an object is refused with one line naming it."""
+    UTF-8, a line that is not JSON or not an object is refused with one line naming it. A byte-order mark is
+    skipped, as the config's reader skips one; lines end at ``\n`` only, as JSON Lines say (a raw U+2028, U+2029 or
+    U+0085 inside a JSON string is text, which ``str.splitlines`` would cut)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{what}: no such file {str(path)!r}")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         line = path.read_bytes()[: err.start].count(b"\n") + 1
         raise ConfigError(f"{what}: {str(path)!r} line {line} is not UTF-8 text (JSON Lines are UTF-8)") from None
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -53,6 +55,9 @@ def load_problems(path: str | Path, what: str = "data", reward: Literal["toy", "
     for number, record in read_jsonl(path, what):
         if not all(isinstance(record.get(k), str) for k in ("id", "problem")):
             raise ConfigError(f"{what}: {str(path)!r} line {number} needs string fields 'id' and 'problem'")
+        empty = next((k for k in ("id", "problem") if not record[k].strip()), None)
+        if empty:
+            raise ConfigError(f"{what}: {str(path)!r} line {number} has an empty {empty!r}; expected text")
         if "answer" not in record:
             raise ConfigError(f"{what}: {str(path)!r} line {number} has no 'answer'")
         if record["id"] in seen:

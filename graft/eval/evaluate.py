@@ -21,6 +21,7 @@ from graft.engine.rollout import HFRollout, RolloutBackend
 from graft.errors import ConfigError
 from graft.results import (
     MANIFEST,
+    RESUME_STATE,
     RunDir,
     damage,
     eval_file,
@@ -151,6 +152,7 @@ def evaluate_to_file(
         scores = [b["pass@1"] for b in result["benchmarks"].values()]
         result["average"] = sum(scores) / len(scores)
     result.update(model=policy.name, checkpoint=str(checkpoint), step=step)
+    result["checkpoint_sha256"] = checkpoint_sha256(checkpoint)
     write_text(out, json.dumps(result) + "\n")
     return result
 
@@ -255,6 +257,62 @@ class Evaluator:
         return self.engine[1]
 
 
+def listed_model_files(checkpoint: Path) -> dict[str, str] | None:
+    """The sha256 of each file of a training checkpoint's model directory (``<model>/<file>``), as its checkpoint's
+    manifest lists them; None for a directory without one (a base model)."""
+    if not (checkpoint.parent / MANIFEST).is_file():
+        return None
+    prefix = f"{checkpoint.name}/"
+    return {name: sha256 for name, (_, sha256) in listed_files(checkpoint.parent).items() if name.startswith(prefix)}
+
+
+def checkpoint_sha256(checkpoint: Path) -> str | None:
+    """Which training checkpoint an evaluation evaluated, as a path cannot say once a results tree moves: one sha256
+    of the files an evaluation reads (as its manifest lists them, the resume state left out), recorded in every
+    evaluation and known after pruning too, since every checkpoint keeps its manifest; None for a directory without
+    one (a base model)."""
+    import hashlib
+
+    files = listed_model_files(checkpoint)
+    if files is None:
+        return None
+    read = {name: sha256 for name, sha256 in files.items() if Path(name).parts[1] not in RESUME_STATE}
+    return hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()
+
+
+def check_evaluations(run: RunDir, eval_dir: Path, model: str, consequence: str) -> None:
+    """Refuse, in one line ending in ``consequence``, an evaluation of ``model`` in ``eval_dir`` that is not of one
+    of ``run``'s checkpoints (another seed's or cell's, or of a run since replaced): each names the checkpoint it
+    evaluated by ``checkpoint_sha256``, or, written before evaluations recorded that, by its path."""
+    for path in sorted((eval_dir / model).glob("step_*.json")):
+        step = parse_step(path.name)
+        if step is None:
+            continue
+        try:
+            result = json.loads(path.read_bytes().decode("utf-8"))
+            evaluated, recorded = str(result["checkpoint"]), result.get("checkpoint_sha256")
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            problem = "is not an evaluation (a JSON object naming its checkpoint)"
+            raise ConfigError(f"--evals: {str(path)!r} {problem}; {consequence}") from None
+        why = _not_of(run.checkpoint(step) / model, evaluated, recorded)
+        if why:
+            raise ConfigError(
+                f"--evals: {str(path)!r} evaluated {evaluated!r}, not checkpoint {step_name(step)}/{model} of --run "
+                f"{str(run.root)!r} ({why}): the evaluations are of another run; {consequence}"
+            )
+
+
+def _not_of(checkpoint: Path, evaluated: str, recorded: str | None) -> str | None:
+    """Why an evaluation naming ``evaluated`` and ``recorded`` (its ``checkpoint_sha256``) is not one of
+    ``checkpoint``; None when it is."""
+    if not checkpoint.parent.is_dir():
+        return "the run has no such checkpoint"
+    found = checkpoint_sha256(checkpoint) if recorded is not None else None
+    if found is not None:
+        return None if found == recorded else "their model files differ"
+    return None if Path(evaluated).resolve() == checkpoint.resolve() else "another path"
+
+
 def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int, validation: bool = True) -> str:
     """What a checkpoint's evaluation is a function of, as one string: the checkpoint's model files (their sha256
     from the checkpoint's manifest, else hashed here), the benchmark and (with ``validation``) validation files'
@@ -266,14 +324,12 @@ def evaluation_key(config: RunConfig, model: str, checkpoint: Path, seed: int, v
     def sha256(path: Path) -> str:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
-    manifest = checkpoint.parent / MANIFEST
-    prefix = f"{checkpoint.name}/"
-    if manifest.is_file():
-        listed = listed_files(checkpoint.parent)
-        files = {name: sha256 for name, (_, sha256) in listed.items() if name.startswith(prefix)}
-    else:
+    files = listed_model_files(checkpoint)
+    if files is None:
         files = {
-            f"{prefix}{p.relative_to(checkpoint)}": sha256(p) for p in sorted(checkpoint.rglob("*")) if p.is_file()
+            f"{checkpoint.name}/{p.relative_to(checkpoint)}": sha256(p)
+            for p in sorted(checkpoint.rglob("*"))
+            if p.is_file()
         }
     spec = config.eval
     data = {name: sha256(path) for name, path in spec.benchmarks.items()}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
-from graft.eval.evaluate import Evaluator, check_checkpoint, evaluate_kept
+from graft.eval.evaluate import Evaluator, check_checkpoint, check_evaluations, evaluate_kept
 from graft.results import RunDir, eval_file, is_pruned, parse_step, selection_run_file, write_text
 from graft.scores import AVERAGE, RULES, VALIDATION, checkpoint_scores, evaluation_frames, select
 from graft.seeding import derive
@@ -68,6 +68,7 @@ def reevaluate_selected(
     rule = config.report.selection
     selected = {}  # every model's checkpoint is checked before any is evaluated
     for model in models or meta["models"]:
+        check_evaluations(run, eval_dir, model, "nothing re-evaluated")
         step, score = selected_step(eval_dir, model, rule)
         checkpoint = run.checkpoint(step) / model if step else None
         if checkpoint is None or not checkpoint.is_dir():

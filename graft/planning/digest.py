@@ -72,6 +72,7 @@ def training_cell(tree: ResultsTree, method: str, cell: str, seed: int) -> dict:
     for path in sorted(root.glob("*/step_*.json")):
         result = json.loads(path.read_text())
         result.pop("checkpoint", None)  # a path: differs between clones
+        result.pop("checkpoint_sha256", None)  # its files' bytes: their config.json names the library's version
         text = json.dumps(result, sort_keys=True)
         scores = {name: b["pass@1"] for name, b in sorted(result["benchmarks"].items())}
         evaluations[str(path.relative_to(root))] = {"sha256": hashlib.sha256(text.encode()).hexdigest(), **scores}

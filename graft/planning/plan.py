@@ -39,7 +39,7 @@ from graft.planning.memory import (
     rollout_kv_tokens,
     shards_per_model,
 )
-from graft.planning.site import runtime_hours
+from graft.planning.site import check_time_limit, runtime_hours
 from graft.planning.step_time import cell_steps, gpu_rates, longest_step_seconds, step_seconds, tokens_scale
 from graft.results import ResultsTree, RunDir, replay_cell
 from graft.train.deadline import DEADLINE_FLOOR_S, FIRST_STEP_ALLOWANCE, step_deadline_s
@@ -106,6 +106,7 @@ def training_cells(cfg: RunConfig) -> list[TrainingCell]:
             raise ConfigError(f"workflow.group_methods: {c.method!r} cannot train group {c.cell}: {problem}")
     check_memory(cfg, cells)
     check_engines(cfg, cells)
+    check_time_limit(cfg, cells)
     return cells
 
 

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 
 from graft.config import RunConfig
+from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.planning.disk import checkpoint_bytes, resume_bytes
 from graft.planning.step_time import longest_step_seconds
@@ -151,6 +152,30 @@ def stop_lead_seconds(cfg: RunConfig, method: str, models: tuple[str, ...]) -> i
     save = sum(saved) / (cfg.slurm.save_gb_per_s * 1e9)
     seconds = STEP_MARGIN * longest + save + SIGNAL_DELAY_S
     return math.ceil(seconds / 60) * 60
+
+
+def check_time_limit(cfg: RunConfig, cells) -> None:
+    """Refuse a training time limit (``slurm.max_runtime_hours``) in which a job of one of ``cells`` (each with a
+    ``method`` and ``models``) could finish no step: Slurm warns it ``stop_lead_seconds`` before the limit to save
+    and stop, so the limit needs that lead and a step besides, or each retry would resume, save and stop at the
+    same step (``train.checkpoint_minutes`` cannot help). Nothing is checked where the step time has no figures."""
+    hours = cfg.slurm.max_runtime_hours
+    if hours is None:
+        return
+    need = None
+    for method, models in dict.fromkeys((c.method, c.models) for c in cells):
+        lead = stop_lead_seconds(cfg, method, models)
+        step = longest_step_seconds(cfg, get_method(method, cfg.methods), models)
+        if lead is not None and step is not None and (need is None or lead + step > need[0]):
+            need = (lead + step, method, models, lead, step)
+    if need is None or math.ceil(hours * 60) * 60 >= need[0]:  # Slurm's limit: whole minutes (rule_resources)
+        return
+    seconds, method, models, lead, step = need
+    raise ConfigError(
+        f"slurm.max_runtime_hours: {hours:g} leaves a training job no step: {method} on {', '.join(models)} is "
+        f"warned {lead // 60} min before its limit to save (graft.planning.site.stop_lead_seconds) and a step takes "
+        f"up to {math.ceil(step)} s; expected at least {math.ceil(seconds / 36) / 100:g} hours"
+    )
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,9 @@ def prune_run(run: RunDir, eval_dir: Path) -> dict:
     checkpoints that the selection rules pick (what a re-evaluation reads, whichever rule ``report.selection``
     names now or later) and the last. Every checkpoint keeps its manifest, which evaluations kept beside the run
     are matched by. Everything is checked before anything is removed; returns what was kept and removed, and the
-    bytes freed."""
+    bytes freed. Evaluations of another run (another seed's, say) are refused: the checkpoints they select are not
+    this run's to keep."""
+    from graft.eval.evaluate import check_evaluations
     from graft.eval.reevaluate import selection_steps
 
     if not run.done.is_file():
@@ -227,6 +229,7 @@ def prune_run(run: RunDir, eval_dir: Path) -> dict:
         raise ConfigError(f"--run: {str(run.root)!r} holds no checkpoints; nothing pruned")
     keep = {}
     for model in models:
+        check_evaluations(run, eval_dir, model, "nothing pruned")
         missing = [s for s in checkpoints if not eval_file(eval_dir, model, s).is_file()]
         if missing:
             raise ConfigError(

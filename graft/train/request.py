@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig
-from graft.data.imports import MANIFEST, read_manifest
-from graft.data.problems import load_problems
+from graft.data.imports import MANIFEST, follows_prompts, read_manifest
+from graft.data.problems import Problem, batch_indices, load_problems
 from graft.data.records import archive_prompt_ids
 from graft.engine.policy import check_model_dir
 from graft.errors import ConfigError
@@ -79,7 +80,9 @@ def validate_request(req: TrainRequest) -> None:
         raise ConfigError(f"--steps: {req.steps} is not allowed; expected an integer >= 1")
     problems = load_problems(req.config.data.train, "data.train", req.config.reward.kind)
     for archive in req.peer_archives:
-        check_archive(archive, req.steps, {p.id for p in problems})
+        ids = check_archive(archive, req.steps, {p.id for p in problems})
+        if not follows_prompts(archive):  # replay follows an import's batches, and samples its own otherwise
+            check_batches(archive, ids, problems, req.config.train.prompts_per_step, req.seed)
     # the models last: checking one loads it (its weights left unread)
     for name in req.models:
         check_model_dir(req.config.models[name].path, f"models.{name}.path", req.config, name)
@@ -90,12 +93,13 @@ def validate_request(req: TrainRequest) -> None:
         check_models({m: req.config.models[m].path for m in req.models})
 
 
-def check_archive(archive: Path, steps: int, known: set[str]) -> None:
+def check_archive(archive: Path, steps: int, known: set[str]) -> list[list[str]]:
     """Refuse, before step 0, an archive replay could not read to the end: a step of the run's missing or
     unreadable, a manifest that disagrees with the step files, or a prompt that data.train lacks (an archive of
-    another problem set). Another n than the run's is allowed."""
+    another problem set). Another n than the run's is allowed. Returns each step's prompt ids."""
     manifest = read_manifest(archive)
-    for step, ids in enumerate(archive_prompt_ids(archive, steps)):
+    steps_ids = archive_prompt_ids(archive, steps)
+    for step, ids in enumerate(steps_ids):
         missing = next((i for i in ids if i not in known), None)
         if missing is not None:
             raise ConfigError(
@@ -109,3 +113,37 @@ def check_archive(archive: Path, steps: int, known: set[str]) -> None:
                 f"--peer-archive: {str(archive / MANIFEST)!r} gives step {step} {listed}; its step file holds "
                 f"{len(ids)}: the manifest and the step files disagree"
             )
+    return steps_ids
+
+
+def check_batches(archive: Path, steps_ids: list[list[str]], problems: list[Problem], size: int, seed: int) -> None:
+    """Refuse, before anything is written, a peer's trajectories whose steps hold other prompts than this run's
+    batches (the sampler's, graft.data.problems.batch_indices): the peer's GRPO run had another seed (its run.json,
+    beside the trajectories, names it) or other data, and replay would stop at step 0 having written the run's
+    records, which the corrected command would then refuse as another run's."""
+    if len(problems) < size:
+        return  # the trainer refuses train.prompts_per_step
+    for step, ids in enumerate(steps_ids):
+        batch = [problems[i].id for i in batch_indices(step, size, len(problems), seed)]
+        if ids == batch:
+            continue
+        record = archive.parent.parent / "run.json"  # <run>/trajectories/<model>
+        theirs = _recorded_seed(record)
+        if theirs is not None and theirs != seed:
+            raise ConfigError(
+                f"--peer-archive: {str(archive)!r} holds the trajectories of a run of seed {theirs} ({str(record)!r}), "
+                f"not of --seed {seed}; replay needs the peer's GRPO run of the same seed"
+            )
+        raise ConfigError(
+            f"--peer-archive: step {step} of {str(archive)!r} holds other prompts than this run's batch (--seed "
+            f"{seed}, data.train); replay needs the peer's GRPO run with the same data and seed"
+        )
+
+
+def _recorded_seed(record: Path) -> int | None:
+    """The seed a run.json records; None where there is none to read."""
+    try:
+        seed = json.loads(record.read_text(encoding="utf-8")).get("seed")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None

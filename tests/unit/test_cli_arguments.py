@@ -18,6 +18,7 @@ SMOKE = str(ROOT / "config" / "smoke.yaml")
 
 BAD = {
     "non_negative_int": ["-1", "x", "1.5"],
+    "seed": ["-1", "x", str(2**63), "1" + "0" * 400],
     "positive_int": ["0", "-2", "two"],
     "fraction": ["1.5", "-0.1", ".nan"],
     "n": ["0", "1"],

@@ -251,7 +251,7 @@ def base() -> dict:
         ),
         (
             lambda c: c["workflow"].update(other_seeds=[0, -1]),
-            "config.workflow.other_seeds[1]: -1 is not allowed; expected an integer >= 0",
+            "config.workflow.other_seeds[1]: -1 is not allowed; expected an integer in [0, 9223372036854775807]",
         ),
         (
             lambda c: c["toy"].update(families=["add", "pow"]),

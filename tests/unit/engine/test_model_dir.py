@@ -308,6 +308,7 @@ def _command(entry: str, ex: Path, pristine: Path, damage: str, monkeypatch) -> 
     if entry == "reevaluate":  # the run's one checkpoint, selected by its one evaluation
         (ex / "run" / "run.json").write_text(json.dumps({"models": ["a"], "seed": 0}))
         evaluation = {"step": 1, "average": 0.5, "benchmarks": {"sums": {"pass@1": 0.5}}, "validation": {"pass@1": 0.5}}
+        evaluation |= {"model": "a", "checkpoint": str(model)}  # what it evaluated: the run's checkpoint
         (ex / "evals" / "a").mkdir(parents=True)
         (ex / "evals" / "a" / "step_00001.json").write_text(json.dumps(evaluation))
         evals = str(ex / "evals")
