@@ -3,7 +3,9 @@ from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
-from graft.config import parse_config_strings
+from graft.config import config_from_dict, parse_config_strings
+from graft.errors import ConfigError
+from graft.services.preemption import preempt_mode, retry_preempted_jobs
 from graft.typed_config import load_yaml
 
 min_version("8.0")
@@ -17,11 +19,16 @@ if not workflow.overwrite_configfiles:
 
 
 # Snakemake reads config files as YAML 1.1 (lr: 1e-6 is text there) and --config values as text: each is read
-# as its field's type before the schema checks it, and each file is read again by graft's loader, which refuses
-# a duplicate key that Snakemake's would let the second occurrence win.
-for path in workflow.configfiles:
-    load_yaml(Path(path).read_text(), f"--configfile {path}")
-config.update(parse_config_strings(config))
+# as its field's type, and each file is read again by graft's loader, which refuses a duplicate key that
+# Snakemake's would let the second occurrence win. graft's check comes first: a bad field is one line naming it
+# and the nearest valid name, as from graft itself; the schema then fills in the defaults.
+try:
+    for path in workflow.configfiles:
+        load_yaml(Path(path).read_text(), f"--configfile {path}")
+    config.update(parse_config_strings(config))
+    config_from_dict(config)
+except ConfigError as err:
+    sys.exit(f"graft: error: {err}")
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
@@ -58,6 +65,13 @@ onstart:
         sys.exit(problem)
     if ENVIRONMENT is not None and (problem := environment_problem(ENVIRONMENT)):
         sys.exit(problem)
+    # the Slurm executor plugin waits forever on a preempted job that Slurm does not requeue: retried instead
+    if workflow.executor_plugin.name == "slurm":
+        retry_preempted_jobs(
+            sys.modules["snakemake_executor_plugin_slurm"], preempt_mode()
+        )
+    if workflow.is_main_process:
+        snapshot_config()
 
 
 rule all:

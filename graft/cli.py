@@ -22,6 +22,7 @@ from graft.names import check_name
 from graft.numerics import check_mode
 from graft.paths import check_input, check_output, describe
 from graft.results import ResultsTree, RunDir, is_pruned, write_text
+from graft.services.caches import node_local_caches
 from graft.services.offline import go_offline
 from graft.services.progress import Progress
 from graft.typed_config import Count, NonNegativeInt, Probability, Seed, coerce, field_types, load_yaml, read_option
@@ -103,6 +104,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         peer_archives=tuple(args.peer_archive or ()),
         resume=args.resume,
         overwrite=args.overwrite,
+        retrain=args.retrain,
+        keep_evals=tuple(args.keep_evals or ()),
         eval_dir=args.eval_dir,
         force_unlock=args.force_unlock,
     )
@@ -571,6 +574,18 @@ def _add_training(sub) -> None:
         help="replace the run in --out (with --resume: only when it cannot be continued: other settings, or finished)",
     )
     train.add_argument(
+        "--retrain",
+        action="store_true",
+        help="with --resume: a run of other settings in --out is retrained; its records (run.json, metrics, "
+        "trajectories) and the --keep-evals directories move to <out>/replaced/<UTC time>/, its checkpoints go",
+    )
+    train.add_argument(
+        "--keep-evals",
+        type=Path,
+        action="append",
+        help="with --retrain: an evaluation directory of the replaced run, kept beside its records; repeated",
+    )
+    train.add_argument(
         "--force-unlock",
         action="store_true",
         help="take over a run lock held on another host whose Slurm job cannot be asked about",
@@ -821,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_mode()
         go_offline(args.command)
+        node_local_caches()
         return args.func(args)
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)

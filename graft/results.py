@@ -285,6 +285,11 @@ class ResultsTree:
     def config(self) -> Path:
         return self.root / "config.yaml"
 
+    def config_snapshot(self, digest: str) -> Path:
+        """The merged config that one workflow invocation planned its jobs with, named by its content: never
+        rewritten, so a pending job or its retry reads the config it was planned with."""
+        return self.root / "configs" / f"{digest}.yaml"
+
     @property
     def methods(self) -> Path:
         return self.root / "methods.yaml"

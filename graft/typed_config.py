@@ -15,6 +15,7 @@ field's type first, in one place: ``parse_strings``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import types
@@ -233,6 +234,31 @@ def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
+def _nested_fields(cls: type, prefix: str = "") -> list[str]:
+    """Every field name of dataclass ``cls`` and of the dataclasses its fields hold, dotted."""
+    names = []
+    for name, hint in field_types(cls).items():
+        names.append(prefix + name)
+        # a section, or an optional one; not the entries of a mapping (models.<name>.lr is no fixed path)
+        inner = (
+            [t for t in typing.get_args(hint) if dataclasses.is_dataclass(t)] if get_origin(hint) is not dict else []
+        )
+        for t in [hint] if dataclasses.is_dataclass(hint) else inner:
+            names += _nested_fields(t, f"{prefix}{name}.")
+    return names
+
+
+def nearest_field(cls: type, name: str) -> str:
+    """``" (did you mean 'x.y'?)"`` for the field of ``cls``, or of a section inside it, closest to an unknown
+    ``name`` (a field given at the wrong level, as ``lr`` for ``train.lr``, or misspelt); empty when none is close."""
+    names = _nested_fields(cls)
+    exact = [n for n in names if n.rsplit(".", 1)[-1] == name]
+    if exact:
+        return f" (did you mean {exact[0]!r}?)"
+    close = difflib.get_close_matches(name, [n for n in names if "." not in n], n=1, cutoff=0.7)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def from_dict(cls: type[T], data: Any, where: str) -> T:
     """Construct dataclass ``cls`` from mapping ``data``; ``where`` prefixes error messages."""
     if not isinstance(data, dict):
@@ -246,7 +272,8 @@ def from_dict(cls: type[T], data: Any, where: str) -> T:
         )
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; allowed fields: {', '.join(fields)}")
+        hint = nearest_field(cls, str(unknown[0]))
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}{hint}; allowed fields: {', '.join(fields)}")
     kwargs = {key: coerce(value, hints[key], f"{where}.{key}") for key, value in data.items()}
     missing = [
         name

@@ -1,13 +1,17 @@
 """Helpers that turn the config into target paths: the cell list comes from graft.planning.plan, every path from
 graft.results, the report's files from graft.report.build."""
 
+import hashlib
 import json
+import shlex
 import sys
 from pathlib import Path
 
 import yaml
 
 from graft.config import config_from_dict
+from graft.errors import ConfigError
+from graft.names import NAME_PATTERN
 from graft.planning.job_lengths import evaluation_parts, job_kinds
 from graft.planning.launch import train_launcher
 from graft.planning.plan import (
@@ -20,14 +24,35 @@ from graft.planning.plan import (
     training_cells,
 )
 from graft.planning.preflight import environment_problem, site_check, slurm_problem
+from graft.planning.reruns import (
+    changed_runs,
+    changed_runs_message,
+    eval_params,
+    methods_params,
+    reevaluate_params,
+    report_params,
+    retrain_changed,
+    stored_identity,
+    toy_data_params,
+    toy_model_params,
+    train_params,
+)
 from graft.planning.site import rule_resources, stop_lead_seconds
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
+from graft.train.run_state import IDENTITY
 
 CFG = config_from_dict(config)
 R = CFG.results
 TREE = ResultsTree(R)
-RUN_CONFIG = str(TREE.config)
+# The merged config (config file plus --config overrides) every job reads, named by its content: written when jobs
+# run (onstart), never by a dry run, and never changed: a later invocation with another config writes another
+# file, so a pending job or its retry reads the config it was planned with. A Slurm job re-parses the workflow with
+# the same config and finds the same name.
+SNAPSHOT_TEXT = yaml.safe_dump(config, sort_keys=False)
+RUN_CONFIG = str(
+    TREE.config_snapshot(hashlib.sha256(SNAPSHOT_TEXT.encode()).hexdigest()[:16])
+)
 CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 # The cells rule all runs (workflow.main_cells); rule full runs every cell
 MAIN = {(c.method, c.cell, c.seed): c for c in main_cells(CFG, list(CELLS.values()))}
@@ -56,32 +81,70 @@ EVAL_PARTS = evaluation_parts(STEPS, CFG.workflow.eval_checkpoints_per_job)
 SELECTION_RUNS = CFG.eval.selection_runs if CFG.eval else 0
 
 
-def snapshot_config(path, merged):
-    """Write the merged configuration (config file plus --config overrides) that every graft command reads,
-    while the workflow is parsed and only when its content changed.
-
-    Rules take it as an ancient input and depend on the settings they use through params, so that editing,
-    say, the report section does not rerun training. It is no rule's output: a rerun snapshot job would mask
-    the params of every job below it for one invocation, and a changed training setting would then need two
-    runs of Snakemake to retrain.
+def snapshot_param(wc, output):
+    """The config snapshot's path as a rule's param. Derived from the output, so Snakemake does not compare it: its
+    name changes with every config edit, and the settings each job computes from are params of their own.
     """
-    text = yaml.safe_dump(merged, sort_keys=False)
-    if not Path(path).is_file() or Path(path).read_text() != text:
-        write_text(path, text)
+    return RUN_CONFIG
 
 
-# Jobs that Snakemake spawns (a Slurm job re-parses the workflow) read the snapshot and never write it, so that
-# concurrent parses cannot race on it.
-if workflow.is_main_process:
-    snapshot_config(RUN_CONFIG, config)
+def snapshot_config():
+    """Write the config snapshot the jobs read (RUN_CONFIG) where it is missing, and the tree's config.yaml, the
+    latest one, for people and for graft commands run by hand.
+
+    It is no rule's input or output: rules name it in their commands and depend on the settings they use through
+    params (graft.planning.reruns), so that editing, say, the report section reruns no training. Jobs that
+    Snakemake spawns (a Slurm job re-parses the workflow) never write it.
+    """
+    if not Path(RUN_CONFIG).is_file():
+        write_text(RUN_CONFIG, SNAPSHOT_TEXT)
+    if not TREE.config.is_file() or TREE.config.read_text() != SNAPSHOT_TEXT:
+        write_text(TREE.config, SNAPSHOT_TEXT)
 
 
+# graft's naming check (graft/names.py) and the workflow's paths match the same names
 wildcard_constraints:
-    method="[a-z0-9_]+",
-    cell="[A-Za-z0-9_]+",
+    method=NAME_PATTERN,
+    cell=NAME_PATTERN,
     seed="[0-9]+",
-    model="[A-Za-z0-9_]+",
+    model=NAME_PATTERN,
     part="[0-9]+",
+
+
+def cell_eval_dirs(c):
+    """Where a training cell's evaluations go: the evaluation jobs' parts, their collection and the re-evaluation."""
+    parts = [
+        EVAL_PART_DIR.format(method=c.method, cell=c.cell, seed=c.seed, part=p)
+        for p in range(len(EVAL_PARTS))
+    ]
+    return [
+        TREE.eval_dir(c.method, c.cell, c.seed),
+        TREE.selected_eval_dir(c.method, c.cell, c.seed),
+        *map(Path, parts),
+    ]
+
+
+# Training runs in the tree made with other settings than this config's (graft.planning.reruns): the workflow stops
+# before any job, a dry run too, unless workflow.changed_runs says to keep or retrain them.
+CHANGED = changed_runs(CFG, list(CELLS.values()), TREE)
+if CHANGED and CFG.workflow.changed_runs == "stop" and workflow.is_main_process:
+    sys.exit(changed_runs_message(CHANGED, TREE))
+# retrain: each such run's records and evaluations are moved aside now, before the jobs are planned, so that every
+# one of them trains anew, whatever Snakemake recorded of it (a copied tree has no record); a dry run moves nothing
+if CHANGED and CFG.workflow.changed_runs == "retrain" and workflow.is_main_process:
+    try:
+        for line in retrain_changed(
+            CHANGED, TREE, cell_eval_dirs, workflow.output_settings.dryrun
+        ):
+            print(line, file=sys.stderr)
+    except ConfigError as err:
+        sys.exit(f"graft: error: {err}")
+# keep: a kept run's own record is its cell's params, so Snakemake sees nothing to rerun
+KEPT = (
+    {c: stored_identity(c, TREE) for c in CHANGED}
+    if CFG.workflow.changed_runs == "keep"
+    else {}
+)
 
 
 def cell_of(wc):
@@ -95,7 +158,6 @@ def model_dir(name):
 def train_inputs(wc):
     c = cell_of(wc)
     inputs = {
-        "config": ancient(RUN_CONFIG),
         "data": CFG.data.train,
         "models": [model_dir(m) for m in c.models],
     }
@@ -117,18 +179,13 @@ def all_eval_outputs(cells):
     return files
 
 
-def train_settings():
-    """What a training cell depends on; a change here (not in comments or reports) reruns training."""
-    sections = {
-        # whether a finished run keeps its resume state changes nothing it computes
-        "train": {k: v for k, v in vars(CFG.train).items() if k != "keep_resume_state"},
-        "models": CFG.models,
-        "data": CFG.data,
-        "reward": CFG.reward,
-        "methods": CFG.methods,
-        "scale": CFG.scale,
-    }
-    return json.dumps(sections, default=lambda o: o.__dict__, sort_keys=True)
+def train_settings(wc):
+    """What a training cell computes from (graft.planning.reruns.train_params): a change reruns its job."""
+    c = cell_of(wc)
+    kept = KEPT.get(c)
+    if kept is not None:
+        kept = {k: kept.get(k) for k in (*IDENTITY, "steps")}
+    return train_params(CFG, c, TREE, kept)
 
 
 def train_nodes():
@@ -173,12 +230,9 @@ def slurm_site_problem():
     return "\n".join(problems) or None
 
 
-def eval_settings():
-    return json.dumps(
-        {"eval": CFG.eval, "reward": CFG.reward, "models": CFG.models},
-        default=lambda o: o.__dict__,
-        sort_keys=True,
-    )
+def eval_settings(models):
+    """What an evaluation of ``models`` computes from (graft.planning.reruns.eval_params)."""
+    return json.dumps(eval_params(CFG, models), sort_keys=True)
 
 
 REPORT = report_outputs(CFG, MAIN.values(), TREE.report)

@@ -1,10 +1,5 @@
-import json
-
-
 rule resolve_methods:
     """Resolve and validate every method preset (built-in and from the config) before any compute."""
-    input:
-        ancient(RUN_CONFIG),
     output:
         str(TREE.methods),
     log:
@@ -14,6 +9,7 @@ rule resolve_methods:
     resources:
         **site_resources("resolve_methods"),
     params:
-        methods=lambda wc: json.dumps(config.get("methods", {}), sort_keys=True),
+        config=snapshot_param,
+        methods=lambda wc: methods_params(CFG),
     shell:
-        "graft methods --config {input} --out {output} 2> {log}"
+        "graft methods --config {params.config:q} --out {output:q} 2> {log:q}"

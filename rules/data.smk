@@ -1,12 +1,9 @@
-import json
 from pathlib import Path
 
 if TOY:
 
     rule toy_data:
         """The synthetic task's splits: warm-up pool, RL prompts, validation and one test set per family."""
-        input:
-            ancient(RUN_CONFIG),
         output:
             warmup=f"{TREE.toy}/data/warmup.jsonl",
             train=f"{TREE.toy}/data/train.jsonl",
@@ -21,18 +18,11 @@ if TOY:
         resources:
             **site_resources("toy_data"),
         params:
+            config=snapshot_param,
             root=lambda wc, output: Path(output.train).parent.parent,
-            settings=lambda wc: json.dumps(
-                # how the models write is no part of the data
-                {
-                    k: v
-                    for k, v in config["toy"].items()
-                    if k not in ("models", "mismatch")
-                },
-                sort_keys=True,
-            ),
+            settings=lambda wc: toy_data_params(CFG),
         shell:
-            "graft toy data --config {input} --out {params.root} 2> {log}"
+            "graft toy data --config {params.config:q} --out {params.root:q} 2> {log:q}"
 
 else:
 
@@ -49,4 +39,4 @@ else:
         params:
             hf_home=hf_home_prefix(),
         shell:
-            "{params.hf_home}graft fetch dataset --name {wildcards.dataset} --out {output} 2> {log}"
+            "{params.hf_home}graft fetch dataset --name {wildcards.dataset} --out {output:q} 2> {log:q}"

@@ -1,11 +1,9 @@
-import json
 from pathlib import Path
 
 
 rule evaluate_base:
     """The model before any RL (step 0), once per model and main seed (the seed samples the responses)."""
     input:
-        config=ancient(RUN_CONFIG),
         model=lambda wc: model_dir(wc.model),
         benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
     output:
@@ -18,10 +16,11 @@ rule evaluate_base:
     resources:
         **site_resources("evaluate_base"),
     params:
-        settings=lambda wc: eval_settings(),
+        config=snapshot_param,
+        settings=lambda wc: eval_settings([wc.model]),
     shell:
-        "graft evaluate --config {input.config} --model {wildcards.model} --checkpoint {input.model}"
-        " --seed {wildcards.seed} --out {output} --threads {threads} 2> {log}"
+        "graft evaluate --config {params.config:q} --model {wildcards.model} --checkpoint {input.model:q}"
+        " --seed {wildcards.seed} --out {output:q} --threads {threads} 2> {log:q}"
 
 
 if not EVAL_IN_TRAIN:
@@ -32,7 +31,6 @@ if not EVAL_IN_TRAIN:
         beside the run, so a killed and retried job evaluates only what is missing.
         """
         input:
-            config=ancient(RUN_CONFIG),
             done=str(RUN.done),
             benchmarks=list(CFG.eval.benchmarks.values()) if CFG.eval else [],
         output:
@@ -45,12 +43,13 @@ if not EVAL_IN_TRAIN:
         resources:
             **site_resources("evaluate_checkpoints"),
         params:
+            config=snapshot_param,
             run=lambda wc, input: Path(input.done).parent,
             steps=lambda wc: ",".join(map(str, EVAL_PARTS[int(wc.part)])),
-            settings=lambda wc: eval_settings(),
+            settings=lambda wc: eval_settings(cell_of(wc).models),
         shell:
-            "graft evaluate --config {input.config} --run {params.run} --steps {params.steps}"
-            " --out-dir {output} --threads {threads} 2> {log}"
+            "graft evaluate --config {params.config:q} --run {params.run:q} --steps {params.steps}"
+            " --out-dir {output:q} --threads {threads} 2> {log:q}"
 
     localrules:
         collect_evaluations,
@@ -69,7 +68,7 @@ if not EVAL_IN_TRAIN:
         conda:
             "../envs/graft.yaml"
         shell:
-            "(mkdir -p {output} && for part in {input.parts}; do cp -R $part/. {output}/; done) 2> {log}"
+            '(mkdir -p {output:q} && for part in {input.parts:q}; do cp -R "$part"/. {output:q}/; done) 2> {log:q}'
 
 
 if SELECTION_RUNS:
@@ -79,7 +78,6 @@ if SELECTION_RUNS:
         eval.selection_runs more times with fresh seeds; the report scores it by their mean.
         """
         input:
-            config=ancient(RUN_CONFIG),
             done=str(RUN.done),
             evals=EVAL_DIR,
         output:
@@ -92,8 +90,9 @@ if SELECTION_RUNS:
         resources:
             **site_resources("reevaluate_selected"),
         params:
+            config=snapshot_param,
             run=lambda wc, input: Path(input.done).parent,
-            settings=lambda wc: eval_settings() + json.dumps(CFG.report.selection),
+            settings=lambda wc: reevaluate_params(CFG, cell_of(wc).models),
         shell:
-            "graft reevaluate --config {input.config} --run {params.run} --evals {input.evals}"
-            " --out-dir {output} --threads {threads} 2> {log}"
+            "graft reevaluate --config {params.config:q} --run {params.run:q} --evals {input.evals:q}"
+            " --out-dir {output:q} --threads {threads} 2> {log:q}"

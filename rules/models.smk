@@ -1,4 +1,3 @@
-import json
 from pathlib import Path
 
 if TOY:
@@ -6,7 +5,6 @@ if TOY:
     rule toy_model:
         """A tiny model: tokenizer trained from scratch, fresh weights, supervised warm-up, save_pretrained."""
         input:
-            config=ancient(RUN_CONFIG),
             warmup=f"{TREE.toy}/data/warmup.jsonl",
         output:
             directory(f"{TREE.toy}/models/{{model}}"),
@@ -18,21 +16,12 @@ if TOY:
         resources:
             **site_resources("toy_model"),
         params:
+            config=snapshot_param,
             root=lambda wc, input: Path(input.warmup).parent.parent,
-            settings=lambda wc: json.dumps(
-                [
-                    config["toy"]["models"][wc.model],
-                    # the RL learning rate is no part of the build
-                    {k: v for k, v in config["models"][wc.model].items() if k != "lr"},
-                    config["toy"]["seed"],
-                    # how much each model writes in its own dialect (the toy's cross-model mismatch)
-                    CFG.toy.mismatch,
-                ],
-                sort_keys=True,
-            ),
+            settings=lambda wc: toy_model_params(CFG, wc.model),
         shell:
-            "graft toy model --config {input.config} --name {wildcards.model} --out {params.root}"
-            " --threads {threads} 2> {log}"
+            "graft toy model --config {params.config:q} --name {wildcards.model} --out {params.root:q}"
+            " --threads {threads} 2> {log:q}"
 
 else:
 
@@ -40,8 +29,6 @@ else:
         """A model snapshot (safetensors, config, tokenizer) from the Hugging Face hub; its tokenizer must
         apply the model's prompt format (the first rule of the DAG that can check it).
         """
-        input:
-            config=ancient(RUN_CONFIG),
         output:
             directory(f"{R}/models/{{model}}"),
         log:
@@ -51,8 +38,9 @@ else:
         resources:
             **site_resources("fetch_model"),
         params:
+            config=snapshot_param,
             hub_id=lambda wc: CFG.models[wc.model].hub_id,
             hf_home=hf_home_prefix(),
         shell:
-            "{params.hf_home}graft fetch model --hub-id {params.hub_id} --out {output}"
-            " --config {input.config} --model {wildcards.model} 2> {log}"
+            "{params.hf_home}graft fetch model --hub-id {params.hub_id:q} --out {output:q}"
+            " --config {params.config:q} --model {wildcards.model} 2> {log:q}"

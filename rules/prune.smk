@@ -21,4 +21,4 @@ rule prune_checkpoints:
     params:
         run=lambda wc, input: Path(input.done).parent,
     shell:
-        "graft prune --run {params.run} --evals {input.evals} 2> {log}"
+        "graft prune --run {params.run:q} --evals {input.evals:q} 2> {log:q}"

@@ -1,4 +1,3 @@
-import json
 from pathlib import Path
 
 
@@ -6,7 +5,6 @@ rule report:
     """Table 1, Table 2, the stored-trajectory, selection and clipping tables, Figures 1, 3a and 3b, of the cells
     rule all runs (workflow.main_cells)."""
     input:
-        config=ancient(RUN_CONFIG),
         evals=all_eval_outputs(MAIN.values()),
         runs=[str(c.run_dir(TREE).done) for c in MAIN.values()],
     output:
@@ -32,20 +30,20 @@ rule report:
     resources:
         **site_resources("report"),
     params:
+        config=snapshot_param,
         out=lambda wc, output: Path(output.summary).parent,
-        results=lambda wc, input: Path(input.config).parent,
-        settings=lambda wc: json.dumps(config.get("report", {}), sort_keys=True),
+        results=lambda wc, output: R,
+        settings=lambda wc: report_params(CFG),
         cells="main",
     shell:
-        "graft report --config {input.config} --results {params.results} --out {params.out}"
-        " --cells {params.cells} 2> {log}"
+        "graft report --config {params.config:q} --results {params.results:q} --out {params.out:q}"
+        " --cells {params.cells} 2> {log:q}"
 
 
 if REPORT_FULL is not REPORT:
 
     use rule report as report_full with:
         input:
-            config=ancient(RUN_CONFIG),
             evals=all_eval_outputs(CELLS.values()),
             runs=[str(c.run_dir(TREE).done) for c in CELLS.values()],
         output:
@@ -55,7 +53,8 @@ if REPORT_FULL is not REPORT:
         log:
             f"{R}/logs/report_full.log",
         params:
+            config=snapshot_param,
             out=lambda wc, output: Path(output.summary).parent,
-            results=lambda wc, input: Path(input.config).parent,
-            settings=lambda wc: json.dumps(config.get("report", {}), sort_keys=True),
+            results=lambda wc, output: R,
+            settings=lambda wc: report_params(CFG),
             cells="every",

@@ -1,7 +1,9 @@
 rule train:
     """One training cell: GRPO, co-training of a pair, or archive replay. Snakemake runs the job only when done.json
-    is missing or stale: a killed or stopped run resumes (--resume), a finished one is retrained (--overwrite), as
-    --forcerun or a changed training setting asks (graft/train/run_state.py)."""
+    is missing or stale: a killed or stopped run resumes, a finished one with the same settings is kept (a retry
+    evaluates what it lacks), a longer train.steps continues it; one of other settings stops the workflow before
+    any job unless workflow.changed_runs says to keep or retrain it (graft/planning/reruns.py).
+    """
     input:
         unpack(train_inputs),
     output:
@@ -17,13 +19,16 @@ rule train:
         **site_resources("train"),
         **stop_signal(),
     params:
+        config=snapshot_param,
         out=lambda wc: cell_of(wc).run_dir(TREE).root,
         models=lambda wc: ",".join(cell_of(wc).models),
         archive=lambda wc: (
-            f"--peer-archive {cell_of(wc).archive(TREE)}" if cell_of(wc).peer else ""
+            f"--peer-archive {shlex.quote(str(cell_of(wc).archive(TREE)))}"
+            if cell_of(wc).peer
+            else ""
         ),
         evaluate=lambda wc, output: (
-            f"--eval-dir {output.evals}" if EVAL_IN_TRAIN else ""
+            f"--eval-dir {shlex.quote(output.evals)}" if EVAL_IN_TRAIN else ""
         ),
         # several nodes: srun asks for the CPUs each task has (Snakemake's default: the rule's threads)
         launcher=lambda wc, resources, threads: train_launcher(
@@ -32,11 +37,12 @@ rule train:
             resources.get("nodes"),
         ),
         threads_each=lambda wc, threads: max(1, threads // CFG.scale.processes),
-        settings=lambda wc: train_settings()
-        + (eval_settings() if EVAL_IN_TRAIN else ""),
+        settings=train_settings,
     shell:
         # On SIGTERM (preemption) the trainer saves before it exits: the shell waits for it instead of ending first,
-        # which would end the Slurm job step and kill the trainer mid-save.
-        "trap : TERM; {params.launcher} train --config {input.config} --method {wildcards.method} --models {params.models}"
-        " --seed {wildcards.seed} --out {params.out} --resume --overwrite --threads {params.threads_each} {params.archive} {params.evaluate}"
-        " 2> {log}"
+        # which would end the Slurm job step and kill the trainer mid-save. --resume alone: a retry continues, a
+        # finished run is kept (graft.train.run_state); a run of other settings is retrained only by choice, its
+        # records moved aside before the jobs are planned (graft.planning.reruns.retrain_changed).
+        "trap : TERM; {params.launcher} train --config {params.config:q} --method {wildcards.method} --models {params.models}"
+        " --seed {wildcards.seed} --out {params.out:q} --resume --threads {params.threads_each}"
+        " {params.archive} {params.evaluate} 2> {log:q}"

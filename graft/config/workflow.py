@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 from graft.names import CellName, MethodName
 from graft.typed_config import (
@@ -163,6 +163,12 @@ class WorkflowSpec:
     selection rules pick (``report.selection`` may change afterwards) and the last; every evaluation stays, and
     each removed checkpoint's manifest, so a retried evaluation job with unchanged settings finds its kept
     result. Evaluating a removed checkpoint with other settings needs the cell retrained."""
+    changed_runs: Literal["stop", "keep", "retrain"] = "stop"
+    """What the workflow does with a training run in the results tree that was made with other settings than the
+    config's (graft.planning.reruns): stop: nothing is submitted, and the cells are listed with the fields that
+    changed (a dry run too); keep: the runs stand as they are and count as the cells' results; retrain: each is
+    trained anew, its records and evaluations kept under <run>/replaced/<UTC time>/ (``graft train --retrain``).
+    A longer ``train.steps`` continues finished runs (their resume state kept) whatever this says."""
     disk_budget_gb: Positive | None = None
     """The most disk (GB) the results tree may hold at once. A cell holds every checkpoint from the start of its
     training until rule ``prune_checkpoints`` follows its last evaluation; with a budget, a cell starts training

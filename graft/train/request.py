@@ -34,6 +34,11 @@ class TrainRequest:
     overwrite: bool = False
     """Replace the run in ``out``; with ``resume``, only a run that cannot be continued (another run's settings,
     or finished)."""
+    retrain: bool = False
+    """With ``resume``: a run of other settings in ``out`` is retrained, its records kept under
+    ``<out>/replaced/<UTC time>/`` (graft.train.run_state.retire), where ``overwrite`` would remove them."""
+    keep_evals: tuple[Path, ...] = ()
+    """With ``retrain``: the replaced run's evaluation directories, moved beside its records."""
     eval_dir: Path | None = None
     """Evaluate each checkpoint as it is saved, into <eval_dir>/<model>/step_NNNNN.json (saves a process start
     and a model load per checkpoint on a CPU; a cluster evaluates in separate GPU jobs instead)."""
@@ -43,6 +48,10 @@ class TrainRequest:
 
 def validate_request(req: TrainRequest) -> None:
     """Refuse inconsistent requests with one line, before loading anything heavy."""
+    if req.retrain and (not req.resume or req.overwrite):
+        raise ConfigError("--retrain: goes with --resume and not with --overwrite (which removes what --retrain keeps)")
+    if req.keep_evals and not req.retrain:
+        raise ConfigError("--keep-evals: only with --retrain, which moves them beside the replaced run's records")
     unknown = [m for m in req.models if m not in req.config.models]
     if unknown:
         raise ConfigError(f"--models: unknown model {unknown[0]!r}; models: {', '.join(req.config.models)}")

@@ -10,23 +10,29 @@ removed or redone by implication, as verl's and TRL's users expect of a resume:
   nothing; asked for more steps it continues from its newest resumable checkpoint, or is refused when the finished
   run's resume state was removed (``train.keep_resume_state: false``);
 - ``--overwrite``: what is there is replaced, except, when ``--resume`` is given too, a run of the same settings
-  that is unfinished or asked for more steps than it finished, which continues. Snakemake's training rule passes
-  both: it runs a job only when its output is missing or stale, so a retry resumes and a ``--forcerun`` (or a
-  changed setting) retrains.
+  that is unfinished or asked for more steps than it finished, which continues;
+- ``--resume --retrain``: as ``--resume``, but a run it would refuse (other settings, or steps it cannot continue
+  to) is retrained, its records and evaluations kept under ``<out>/replaced/<UTC time>/`` (``retire``).
 
+Snakemake's training rule passes ``--resume`` alone, so a retry or a requeue continues or finds its run finished;
+it adds ``--retrain`` only where the user chose it (``workflow.changed_runs: retrain``, graft.planning.reruns).
 Replacing removes only the entries a run writes (``RUN_ENTRIES``), never other files under ``--out``.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import shutil
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
-from graft.results import RunDir
+from graft.results import RunDir, trajectory_file
 from graft.train.checkpoint import resume_state
 
 RUN_ENTRIES = (
@@ -41,6 +47,9 @@ RUN_ENTRIES = (
     "wandb",
 )
 """What a training run writes under ``--out`` (graft.results.RunDir, the trackers): all that ``--overwrite`` removes."""
+
+REPLACED = "replaced"
+"""Under ``--out``: the records of runs that ``--retrain`` replaced, one directory each, named by UTC time."""
 
 OPERATIONAL = frozenset(
     {
@@ -61,8 +70,14 @@ OPERATIONAL = frozenset(
 resume may change them (a smaller micro-batch after an out-of-memory kill, a longer step deadline after a slow step
 was taken for a hang)."""
 
-IDENTITY = ("method", "models", "seed", "peer_archive", "settings")
-"""What a resumed run must share with the run it continues, in the order a refusal names the first difference."""
+IDENTITY = ("method", "models", "seed", "peers", "settings", "data")
+"""What a resumed run must share with the run it continues, in the order a refusal names the first difference.
+Files count by content, not by where they are (``peers``, ``data``): a results tree moved or copied elsewhere
+holds the same runs. ``run.json`` also records the archives' paths (``peer_archive``), for people."""
+
+FROM_FILES = ("peers", "data", "peer_archive")
+"""The parts of a run's record read from files (their digests, their paths): files that a workflow's jobs make or
+fetch, so they may not exist yet when it is planned (graft.planning.reruns)."""
 
 
 def run_settings(cfg: RunConfig, models: list[str]) -> dict:
@@ -74,25 +89,74 @@ def run_settings(cfg: RunConfig, models: list[str]) -> dict:
     return json.loads(json.dumps({"train": train, "models": specs, "reward": reward}))
 
 
+def archive_identity(archives: list[str] | tuple) -> list[str | None] | None:
+    """Each peer archive by content (its first step's file's SHA-256; None while it does not exist yet): a peer
+    retrained differently is another peer, the same archive elsewhere is not."""
+    if not archives:
+        return None
+    return [file_digest(f) if (f := trajectory_file(a, 0)).is_file() else None for a in archives]
+
+
+def data_identity(cfg: RunConfig) -> dict:
+    """The training prompts by content (their file's SHA-256), None while the file does not exist yet: the same
+    prompts moved elsewhere are the same run, other prompts at the same path are not."""
+    path = Path(cfg.data.train)
+    return {"train": file_digest(path) if path.is_file() else None}
+
+
+@functools.lru_cache(maxsize=16)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """A file's SHA-256, read once per version of the file in this process (the workflow asks it for every cell)."""
+    stat = path.stat()
+    return _digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+def run_identity(
+    cfg: RunConfig, method: dict, models: list[str], seed: int, steps: int, peer_archives: list[str]
+) -> dict:
+    """What ``run.json`` records of a run and a resume compares (``IDENTITY``, and the steps asked): the method's
+    resolved switches, the models, the seed, the peer archives' paths and digests, ``run_settings`` and the
+    training prompts' digest.
+    The workflow computes the same record for each cell (graft.planning.reruns), so that it knows before any job
+    which finished runs a config edit would change."""
+    return {
+        "method": method,
+        "models": list(models),
+        "seed": seed,
+        "steps": steps,
+        "peer_archive": [str(a) for a in peer_archives] or None,
+        "peers": archive_identity(peer_archives),
+        "settings": run_settings(cfg, list(models)),
+        "data": data_identity(cfg),
+    }
+
+
+def differences(old, new, path: str = "") -> list[tuple[str, object, object]]:
+    """Every dotted key at which two JSON values differ, with both values (a key missing on one side: None)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(old.keys() | new.keys()):
+            found += differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return found
+    return [] if old == new else [(path, old, new)]
+
+
 @dataclass(frozen=True)
 class OutPlan:
     """What the trainer does with ``--out``."""
 
-    action: Literal["start", "resume", "finished", "replace"]
+    action: Literal["start", "resume", "finished", "replace", "retrain"]
     extend_from: int | None = None
     """A finished run asked for more steps: the steps it finished (it must continue from a checkpoint, not
     start over)."""
-
-
-def _first_difference(old, new, path: str) -> tuple[str, object, object] | None:
-    """The first dotted key at which two JSON values differ, with both values."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(old.keys() | new.keys()):
-            found = _first_difference(old.get(key), new.get(key), f"{path}.{key}")
-            if found:
-                return found
-        return None
-    return None if old == new else (path, old, new)
 
 
 def _read_json(path) -> dict | None:
@@ -165,12 +229,20 @@ def plan_out(run: RunDir, identity: dict, steps: int, resume: bool, overwrite: b
         raise ConfigError(
             f"--out: {root!r} holds a run ({describe(run, old, steps)}); --resume continues it, --overwrite replaces it"
         )
+    if old is None and (run.checkpoint_root.exists() or run.metrics.exists()):
+        if overwrite:
+            return OutPlan("replace")
+        raise ConfigError(
+            f"--resume: {root!r} holds checkpoints or metrics but no run.json, the record of which run they belong "
+            "to; move them aside, or --overwrite replaces them"
+        )
     for key in IDENTITY:
+        # a record written before a key existed is compared on the keys it has
         if old is None or key not in old or old[key] == identity[key]:
             continue
         if overwrite:
             return OutPlan("replace")
-        where, was, now = _first_difference(old[key], identity[key], key)
+        where, was, now = differences(old[key], identity[key], key)[0]
         raise ConfigError(
             f"--resume: {root!r} holds a run of another {where} ({json.dumps(was)} there, {json.dumps(now)} now); "
             "--overwrite replaces it, or choose another --out"
@@ -199,6 +271,24 @@ def plan_out(run: RunDir, identity: dict, steps: int, resume: bool, overwrite: b
         f"--resume: {root!r} holds a run finished at {finished} steps whose resume state was removed "
         f"(train.keep_resume_state: false); --overwrite retrains it from step 0 to {steps}"
     )
+
+
+def retire(run: RunDir, evals: tuple[Path, ...] = (), now: datetime | None = None) -> Path:
+    """Move a replaced run's records (``RUN_ENTRIES`` but its checkpoints, which are removed: retraining writes
+    new ones) and its evaluation directories ``evals`` to ``<out>/replaced/<UTC time>/``; returns that directory.
+    Each entry is renamed, so a kill leaves it either in the run or in the archive."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    archive = run.root / REPLACED / stamp
+    archive.mkdir(parents=True, exist_ok=False)
+    for name in RUN_ENTRIES:
+        path = run.root / name
+        if name != "checkpoints" and (path.exists() or path.is_symlink()):
+            path.rename(archive / name)
+    for index, directory in enumerate(evals):
+        if Path(directory).is_dir():
+            shutil.move(str(directory), archive / f"evaluations{index or ''}")
+    replace(run)  # what is left: the checkpoints
+    return archive
 
 
 def replace(run: RunDir) -> None:

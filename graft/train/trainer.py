@@ -46,7 +46,7 @@ from graft.train.learner import Learner, make_learner
 from graft.train.lock import LockLost, RunLock
 from graft.train.peers import ArchivePeer, LiveGroup, LivePair, NoPeer, PeerSource
 from graft.train.request import TrainRequest, validate_request
-from graft.train.run_state import OutPlan, plan_out, replace, run_settings
+from graft.train.run_state import OutPlan, plan_out, replace, retire, run_identity
 from graft.train.sampling import dynamic_rollout_step, grade_in_shares, rollout_step
 from graft.train.stop import StopRequests, TrainingStopped
 from graft.train.update import UpdateSettings, UpdateTotals, minibatch_update
@@ -112,24 +112,33 @@ class Trainer:
         batch = self._batch(step)
         rollouts, records, infos, batches = {}, {}, {}, {}
         rollout = dict(n=self.method.n, seed=self.req.seed, grader=self.grader, scoring=self.scoring)
-        for learner in self.learners:
-            batches[learner.name] = batch
-            learner.refresh_rollout()
-            if self.method.dynamic_sampling:
-                rollouts[learner.name], infos[learner.name], batches[learner.name] = dynamic_rollout_step(
-                    learner,
-                    step,
-                    lambda round_: batch if round_ == 0 else self._resample(step, round_),
-                    target=len(batch),
-                    rounds=self.method.resample_rounds,
-                    world=learner.world,
-                    **rollout,
-                )
-            else:
-                rollouts[learner.name], infos[learner.name] = rollout_step(
-                    learner, step, batch, world=learner.world, **rollout
-                )
-            records[learner.name] = rollouts[learner.name].records
+        try:
+            for learner in self.learners:
+                batches[learner.name] = batch
+                learner.refresh_rollout()
+                if self.method.dynamic_sampling:
+                    rollouts[learner.name], infos[learner.name], batches[learner.name] = dynamic_rollout_step(
+                        learner,
+                        step,
+                        lambda round_: batch if round_ == 0 else self._resample(step, round_),
+                        target=len(batch),
+                        rounds=self.method.resample_rounds,
+                        world=learner.world,
+                        **rollout,
+                    )
+                else:
+                    rollouts[learner.name], infos[learner.name] = rollout_step(
+                        learner, step, batch, world=learner.world, **rollout
+                    )
+                records[learner.name] = rollouts[learner.name].records
+        except Exception:
+            # a stop signal reaches the rollout engines too (Slurm signals every process of the job's steps) and
+            # vLLM's engine cores exit on SIGTERM: the rollout then fails, and the step is dropped as on any stop
+            # before the models change, its starting state saved. Every process's engines get the signal; one whose
+            # rollout went on waits in a collective until its step deadline ends the job, and the retry resumes.
+            if self.stops.received is None:
+                raise
+            raise _StepAbandoned from None
         crossed = self._publish(records, infos, batches)
         records, infos, batches = ({name: d[name] for name in self.req.models} for d in (records, infos, batches))
         for name in self.req.models:
@@ -265,18 +274,17 @@ class Trainer:
             return self._run(log)
 
     def _meta(self) -> dict:
-        return {
-            "method": self.method.to_dict(),
-            "models": self.req.models,
-            "seed": self.req.seed,
-            "steps": self.req.steps,
-            "peer_archive": [str(a) for a in self.req.peer_archives] or None,
-            "settings": run_settings(self.cfg, self.req.models),
-        }
+        req = self.req
+        return run_identity(self.cfg, self.method.to_dict(), req.models, req.seed, req.steps, req.peer_archives)
 
     def _run(self, log):
         run, main, meta = self.run_dir, self.world.is_main, self._meta()
-        plan: OutPlan = plan_out(run, meta, self.req.steps, self.req.resume, self.req.overwrite)
+        try:
+            plan: OutPlan = plan_out(run, meta, self.req.steps, self.req.resume, self.req.overwrite)
+        except ConfigError:
+            if not self.req.retrain:
+                raise
+            plan = OutPlan("retrain")
         self.world.barrier()  # every process has read the directory before process 0 changes it
         if plan.action == "finished":
             if main:
@@ -294,6 +302,9 @@ class Trainer:
             if plan.action == "replace":
                 self._say(f"--overwrite: replacing the run in {str(run.root)!r}")
                 replace(run)
+            if plan.action == "retrain":
+                kept = retire(run, self.req.keep_evals)
+                self._say(f"--retrain: the run of other settings in {str(run.root)!r} is kept in {str(kept)!r}")
             run.done.unlink(missing_ok=True)
             run.pruned.unlink(missing_ok=True)  # it describes the finished run this one continues
         self.world.barrier()

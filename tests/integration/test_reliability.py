@@ -405,3 +405,38 @@ def test_a_stop_signal_saves_where_the_step_stands_and_the_resume_ends_as_the_un
     train(forced_world, out, resume=True)
     assert metrics(out) == metrics(uninterrupted)
     assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+
+
+def test_a_rollout_that_dies_of_the_stop_signal_ends_the_step_as_abandoned_and_saves_where_it_started(
+    forced_world, tmp_path, uninterrupted, monkeypatch
+):
+    """SIGTERM reaches vLLM's engine cores too, which exit on it, so the rollout under way raises: after a stop
+    signal that failure drops the step and saves the state it started from, and the resume ends as the
+    uninterrupted run; without a stop signal the same failure is an error."""
+    import graft.train.trainer as trainer_module
+
+    real = trainer_module.rollout_step
+
+    def engine_dies(learner, step, *args, **kwargs):
+        if step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise RuntimeError("EngineCore died unexpectedly")
+        return real(learner, step, *args, **kwargs)
+
+    out = tmp_path / "preempted"
+    with monkeypatch.context() as patched:
+        patched.setattr(trainer_module, "rollout_step", engine_dies)
+        with pytest.raises(TrainingStopped) as stop:
+            train(forced_world, out)
+    assert stop.value.received == signal.SIGTERM and stop.value.next_step == 1
+    assert stop.value.checkpoint == RunDir(out).interim_root / "step_00001"
+    train(forced_world, out, resume=True)
+    assert metrics(out) == metrics(uninterrupted)
+    assert same_weights(weights(out, 3), weights(uninterrupted, 3))
+
+    def engine_fails(learner, step, *args, **kwargs):
+        raise RuntimeError("EngineCore died unexpectedly")
+
+    monkeypatch.setattr(trainer_module, "rollout_step", engine_fails)
+    with pytest.raises(RuntimeError, match="EngineCore died"):
+        train(forced_world, tmp_path / "failed")

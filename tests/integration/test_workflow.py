@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 from helpers.own_pair import own_pair_config
+from helpers.run_dirs import unfinish
 
 from graft.config import config_from_dict, load_config
 from graft.planning.plan import describe, disk_turns, training_cells
@@ -234,48 +235,82 @@ def test_the_report_of_the_main_cells_names_them_and_draws_only_their_figures(sm
     }
 
 
-def test_rerunning_one_cell_by_its_path_reruns_only_that_cell(smoke):
-    target = smoke / "runs" / "graft_no_gate" / "P1" / "seed0" / "done.json"
-    before = target.stat().st_mtime
-    out = smk(smoke, str(target), "--forcerun", str(target), "--dry-run")
-    assert job_counts(out) == {"train": 1}
-    smk(smoke, str(target), "--forcerun", str(target))
-    assert target.stat().st_mtime > before
-    # the finished run replaced (the rule's --resume --overwrite) and trained again from its first step, so what
-    # reads it is redone next, and no other cell
-    log = smoke / "logs" / "train" / "graft_no_gate" / "P1" / "seed0.log"
-    assert "--overwrite: replacing the run in" in log.read_text()
-    downstream = {"evaluate_checkpoints": 1, "collect_evaluations": 1, "reevaluate_selected": 1, "prune_checkpoints": 1}
-    assert job_counts(smk(smoke, "all", "--dry-run")) == {**downstream, "report": 1, "all": 1}
-    smk(smoke, "all")  # the shared tree complete again for the tests that follow
-
-
-def test_a_changed_training_setting_retrains_in_one_run(smoke, tmp_path):
-    """After a training setting is edited, the next run of Snakemake retrains the cell and the one after has
-    nothing to do: the config snapshot is written while the workflow is parsed, so no rerun snapshot job masks
-    the changed params of the jobs below it."""
+def test_forcing_a_finished_cells_training_keeps_its_run_and_redoes_only_what_reads_it(smoke, tmp_path):
+    """--forcerun on a finished cell's done.json runs its job again: the job finds the run finished and keeps it
+    (no rule passes --overwrite); the jobs that read it rerun, no other cell's."""
     results = tmp_path / "results"
-    shutil.copytree(smoke / "toy", results / "toy")
-    done = results / "runs" / "grpo_n8" / "smol" / "seed0" / "done.json"
-    smk(results, done)
-    before = done.stat().st_mtime
-    edited = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
-    edited["train"]["lr"] *= 2
-    config = tmp_path / "edited.yaml"
-    config.write_text(yaml.safe_dump(edited, sort_keys=False))
-    cmd = [tool("snakemake"), done, "--cores", "2", "--configfile", config, "--config", f"results={results}"]
-    assert job_counts(run(*cmd, "--dry-run", check=True)) == {"train": 1}
-    run(*cmd, check=True)
-    assert done.stat().st_mtime > before
-    assert yaml.safe_load((results / "config.yaml").read_text())["train"]["lr"] == edited["train"]["lr"]
-    assert job_counts(run(*cmd, "--dry-run", check=True)) == {}
+    shutil.copytree(smoke, results, symlinks=True)
+    target = results / "runs" / "graft_no_gate" / "P1" / "seed0" / "done.json"
+    run_dir = target.parent
+    before = tree_digest(run_dir, skip=("done.json",))
+    out = smk(results, str(target), "--forcerun", str(target), "--dry-run")
+    assert job_counts(out) == {"train": 1}
+    smk(results, str(target), "--forcerun", str(target))
+    log = results / "logs" / "train" / "graft_no_gate" / "P1" / "seed0.log"
+    assert "holds this run, finished at 2 steps" in log.read_text()
+    assert tree_digest(run_dir, skip=("done.json",)) == before
+    downstream = {"evaluate_checkpoints": 1, "collect_evaluations": 1, "reevaluate_selected": 1, "prune_checkpoints": 1}
+    assert job_counts(smk(results, "all", "--dry-run")) == {**downstream, "report": 1, "all": 1}
+
+
+def tree_digest(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every file under ``root`` (but those named in ``skip``) by its relative path, with its content's digest."""
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+def test_a_config_edit_stops_before_any_job_and_changes_nothing_until_the_user_chooses(smoke, tmp_path):
+    """An edited training setting: the workflow, a dry run too, stops in a few lines naming each changed cell and
+    field, and no file of the tree changes; keep plans no training; retrain moves every changed run's records and
+    evaluations under replaced/ and trains the cells asked for anew. The tree is a copy, which Snakemake holds no
+    record of: the choice must not rest on Snakemake's params."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke, results, symlinks=True)
+    before = tree_digest(results)
+
+    def smk_with(*args, config=(), check=True):  # one --config: a second one would replace the first
+        cmd = [tool("snakemake"), *args, "--cores", "2", "--configfile", "config/smoke.yaml"]
+        return run(*cmd, "--config", f"results={results}", *edit, *config, check=check)
+
+    edit = ["train={lr: 4.0e-4}"]
+    for dry in (["--dry-run"], []):
+        proc = smk_with("all", *dry, check=False)
+        assert proc.returncode != 0
+        err = proc.stderr
+        assert "training run(s) in" in err and "nothing was submitted" in err
+        assert "grpo_n8/smol/seed0: settings.train.lr: 0.0002 -> 0.0004" in err
+        assert "Traceback" not in err
+        assert tree_digest(results) == before
+    keep = smk_with("all", "--dry-run", config=["workflow={changed_runs: keep}"])
+    assert "train" not in job_counts(keep)
+    cell = results / "runs" / "grpo_n8" / "smol" / "seed0"
+    evals = results / "eval" / "grpo_n8" / "smol" / "seed0"
+    old_metrics = (cell / "metrics.jsonl").read_text()
+    old_evals = tree_digest(evals)
+    target = results / "eval_selected" / "grpo_n8" / "smol" / "seed0"
+    smk_with(target, config=["workflow={changed_runs: retrain}"])
+    kept = next((cell / "replaced").iterdir())
+    assert (kept / "metrics.jsonl").read_text() == old_metrics
+    assert tree_digest(kept / "evaluations") == old_evals
+    assert json.loads((cell / "run.json").read_text())["settings"]["train"]["lr"] == 4e-4
+    assert (cell / "metrics.jsonl").read_text() != old_metrics
+    # the choice is the config's: every changed run was moved aside, and trains when a target asks for it
+    other = results / "runs" / "grpo_n8" / "qwen" / "seed0"
+    assert not (other / "run.json").exists() and (next((other / "replaced").iterdir()) / "metrics.jsonl").is_file()
+    proc = smk_with("all", "--dry-run")
+    assert "nothing was submitted" not in proc.stderr and job_counts(proc)["train"] >= 1
 
 
 def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
     # A cell whose job did not finish: no done.json, its newest checkpoint gone, none of the outputs downstream
     # of it. Checkpoint 1 has no optimizer state (a finished run keeps none), so the job starts over.
     run_dir = smoke / "runs" / "graft" / "P1" / "seed0"
-    (run_dir / "done.json").unlink()
+    unfinish(run_dir)
     shutil.rmtree(run_dir / "checkpoints" / "step_00002")
     shutil.rmtree(smoke / "eval" / "graft" / "P1" / "seed0")
     shutil.rmtree(smoke / "report")
@@ -790,7 +825,7 @@ def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("--profile slurm: no sbatch or sacct on this machine's PATH") and "--cores N" in last
-    assert sorted(p.name for p in results.iterdir()) == ["config.yaml"]  # the config snapshot, no job output
+    assert not results.exists()  # no job output, and no config snapshot: no job ran
 
 
 def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_before_any_job(tmp_path):
@@ -812,4 +847,4 @@ def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_be
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last == "slurm.gpu_partition: no partition 'gpu' on this cluster (sinfo); partitions: debug"
-    assert sorted(p.name for p in results.iterdir()) == ["config.yaml"]
+    assert not results.exists()

@@ -207,7 +207,10 @@ def base() -> dict:
         (lambda c: c["train"].update(steps=0), "train.steps: 0 is not allowed; expected an integer >= 1"),
         (lambda c: c["train"].update(top_p=1.5), "train.top_p: 1.5 is not allowed"),
         (lambda c: c["train"].update(lr="fast"), "config.train.lr: 'fast' is not allowed; expected a number > 0"),
-        (lambda c: c["train"].update(stpes=3), "config.train: unknown field 'stpes'; allowed fields: steps"),
+        (
+            lambda c: c["train"].update(stpes=3),
+            "config.train: unknown field 'stpes' (did you mean 'steps'?); allowed fields: steps",
+        ),
         (lambda c: c["pairs"].update(P2=["smol", "zeta"]), "pairs.P2: unknown model 'zeta'"),
         (
             lambda c: c["models"]["smol"].update(lr=-1.0),

@@ -121,7 +121,9 @@ def test_user_presets_from_config():
     assert m.delta == 0.85 and m.balanced
     with pytest.raises(ConfigError, match=r"methods.bad.order: 'last' is not allowed; expected one of"):
         get_method("bad", {"bad": {"base": "graft", "order": "last"}})
-    with pytest.raises(ConfigError, match=r"methods.bad: unknown field 'dleta'; allowed fields: n, peer"):
+    with pytest.raises(
+        ConfigError, match=r"methods.bad: unknown field 'dleta' \(did you mean 'delta'\?\); allowed fields: n, peer"
+    ):
         get_method("bad", {"bad": {"base": "graft", "dleta": 0.5}})
     with pytest.raises(ConfigError, match=r"methods.bad.balanced: 1 is not allowed; expected true or false"):
         get_method("bad", {"bad": {"base": "graft", "balanced": 1}})

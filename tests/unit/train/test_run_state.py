@@ -16,7 +16,7 @@ IDENTITY = {
     "method": {"name": "graft", "delta": 0.8},
     "models": ["A", "B"],
     "seed": 0,
-    "peer_archive": None,
+    "peers": None,
     "settings": {"train": {"lr": 1e-6}, "models": {}, "reward": {"kind": "math", "timeout": 5.0}},
 }
 
@@ -158,3 +158,35 @@ def test_run_settings_leave_out_where_models_live_and_how_a_run_is_saved(tmp_pat
     assert "checkpoint_every" not in settings["train"] and "micro_batch" not in settings["train"]
     assert all("path" not in spec for spec in settings["models"].values())
     assert json.loads(json.dumps(settings)) == settings
+
+
+def test_checkpoints_without_their_run_json_are_refused_not_adopted(tmp_path):
+    """With run.json gone, nothing says whose checkpoints these are: another seed's or method's run would be
+    resumed and its record rewritten."""
+    run = make_run(tmp_path / "run", resumable=(3,))
+    run.run_json.unlink()
+    with pytest.raises(ConfigError) as refused:
+        plan_out(run, IDENTITY, 40, resume=True, overwrite=False)
+    assert "no run.json" in str(refused.value) and "--overwrite" in str(refused.value)
+    assert plan_out(run, IDENTITY, 40, resume=True, overwrite=True).action == "replace"
+
+
+def test_other_training_prompts_at_the_same_path_are_another_run(tmp_path):
+    data = {"train": "0" * 64}
+    run = make_run(tmp_path / "run", data=data)
+    with pytest.raises(ConfigError, match=r"data\.train"):
+        plan_out(run, {**IDENTITY, "data": {"train": "1" * 64}}, 40, resume=True, overwrite=False)
+    assert plan_out(run, {**IDENTITY, "data": data}, 40, resume=True, overwrite=False).action == "resume"
+    older = make_run(tmp_path / "older")  # a record from before prompts were recorded: compared on what it has
+    assert plan_out(older, {**IDENTITY, "data": data}, 40, resume=True, overwrite=False).action == "resume"
+
+
+def test_a_peer_archive_counts_by_content_not_by_where_it_is(tmp_path):
+    from graft.train.run_state import archive_identity
+
+    first, moved, other = (tmp_path / name for name in ("first", "moved", "other"))
+    for directory, content in ((first, b"steps"), (moved, b"steps"), (other, b"other steps")):
+        directory.mkdir()
+        (directory / "step_00000.parquet").write_bytes(content)
+    assert archive_identity([first]) == archive_identity([moved]) != archive_identity([other])
+    assert archive_identity([tmp_path / "not-yet"]) == [None] and archive_identity([]) is None
