@@ -24,7 +24,7 @@ from graft.planning.plan import (
     training_cells,
 )
 from graft.planning.preflight import environment_problem, site_check, slurm_problem
-from graft.planning.reruns import (
+from graft.workflow.reruns import (
     changed_runs,
     changed_runs_message,
     eval_params,
@@ -93,7 +93,7 @@ def snapshot_config():
     latest one, for people and for graft commands run by hand.
 
     It is no rule's input or output: rules name it in their commands and depend on the settings they use through
-    params (graft.planning.reruns), so that editing, say, the report section reruns no training. Jobs that
+    params (graft.workflow.reruns), so that editing, say, the report section reruns no training. Jobs that
     Snakemake spawns (a Slurm job re-parses the workflow) never write it.
     """
     if not Path(RUN_CONFIG).is_file():
@@ -124,7 +124,7 @@ def cell_eval_dirs(c):
     ]
 
 
-# Training runs in the tree made with other settings than this config's (graft.planning.reruns): the workflow stops
+# Training runs in the tree made with other settings than this config's (graft.workflow.reruns): the workflow stops
 # before any job, a dry run too, unless workflow.changed_runs says to keep or retrain them.
 CHANGED = changed_runs(CFG, list(CELLS.values()), TREE)
 if CHANGED and CFG.workflow.changed_runs == "stop" and workflow.is_main_process:
@@ -180,7 +180,7 @@ def all_eval_outputs(cells):
 
 
 def train_settings(wc):
-    """What a training cell computes from (graft.planning.reruns.train_params): a change reruns its job."""
+    """What a training cell computes from (graft.workflow.reruns.train_params): a change reruns its job."""
     c = cell_of(wc)
     kept = KEPT.get(c)
     if kept is not None:
@@ -231,7 +231,7 @@ def slurm_site_problem():
 
 
 def eval_settings(models):
-    """What an evaluation of ``models`` computes from (graft.planning.reruns.eval_params)."""
+    """What an evaluation of ``models`` computes from (graft.workflow.reruns.eval_params)."""
     return json.dumps(eval_params(CFG, models), sort_keys=True)
 
 

@@ -2,7 +2,7 @@ rule train:
     """One training cell: GRPO, co-training of a pair, or archive replay. Snakemake runs the job only when done.json
     is missing or stale: a killed or stopped run resumes, a finished one with the same settings is kept (a retry
     evaluates what it lacks), a longer train.steps continues it; one of other settings stops the workflow before
-    any job unless workflow.changed_runs says to keep or retrain it (graft/planning/reruns.py).
+    any job unless workflow.changed_runs says to keep or retrain it (graft/workflow/reruns.py).
     """
     input:
         unpack(train_inputs),
@@ -42,7 +42,7 @@ rule train:
         # On SIGTERM (preemption) the trainer saves before it exits: the shell waits for it instead of ending first,
         # which would end the Slurm job step and kill the trainer mid-save. --resume alone: a retry continues, a
         # finished run is kept (graft.train.run_state); a run of other settings is retrained only by choice, its
-        # records moved aside before the jobs are planned (graft.planning.reruns.retrain_changed).
+        # records moved aside before the jobs are planned (graft.workflow.reruns.retrain_changed).
         "trap : TERM; {params.launcher} train --config {params.config:q} --method {wildcards.method} --models {params.models}"
         " --seed {wildcards.seed} --out {params.out:q} --resume --threads {params.threads_each}"
         " {params.archive} {params.evaluate} 2> {log:q}"

@@ -28,12 +28,44 @@ TIERS = {
 and every other one under tests/integration an integration test."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier from where it lives, so that ``-m`` selects tiers (.ci/run does)."""
+SLOW_TIERS = ("workflow", "distributed")
+"""The tiers that run whole workflows and torchrun jobs (minutes each): CI runs them, ``pytest --full`` runs them
+here; a plain ``pytest`` runs every other test, every module covered, in about ten minutes on two cores."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help=f"also run the slow tiers ({', '.join(SLOW_TIERS)}: the Snakemake workflow end to end, torchrun runs)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier from where it lives, so that ``-m`` selects tiers (.ci/run does); leave the slow
+    tiers out unless ``--full`` or a ``-m`` expression asks for tests by tier."""
     for item in items:
         path = Path(item.fspath)
         tier = "unit" if "unit" in path.parts else TIERS.get(path.name, "integration")
         item.add_marker(tier)
+    if config.getoption("--full") or config.option.markexpr:
+        return
+    slow = [item for item in items if any(item.get_closest_marker(tier) for tier in SLOW_TIERS)]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item not in slow]
+        config.stash[_LEFT_OUT] = len(slow)
+
+
+_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    left_out = config.stash.get(_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} tests of the slow tiers ({', '.join(SLOW_TIERS)}) not run: pytest --full runs them (CI does)"
+        )
 
 
 @pytest.fixture(scope="session")

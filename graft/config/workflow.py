@@ -165,7 +165,7 @@ class WorkflowSpec:
     result. Evaluating a removed checkpoint with other settings needs the cell retrained."""
     changed_runs: Literal["stop", "keep", "retrain"] = "stop"
     """What the workflow does with a training run in the results tree that was made with other settings than the
-    config's (graft.planning.reruns): stop: nothing is submitted, and the cells are listed with the fields that
+    config's (graft.workflow.reruns): stop: nothing is submitted, and the cells are listed with the fields that
     changed (a dry run too); keep: the runs stand as they are and count as the cells' results; retrain: each is
     trained anew, its records and evaluations kept under <run>/replaced/<UTC time>/ (``graft train --retrain``).
     A longer ``train.steps`` continues finished runs (their resume state kept) whatever this says."""

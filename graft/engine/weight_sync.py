@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from graft.engine.distributed import World
+from graft.engine.slurm_job import this_job_run
 from graft.errors import ConfigError
 
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
@@ -164,12 +165,10 @@ def _sync_file_owner(job: str | None, restart: int, pid: int | str) -> str:
 
 def sync_file_prefix(pid: int) -> str:
     """The start of the name of a weight-sync file written by process ``pid`` of this process's Slurm job run
-    (graft.train.lock.this_job_run): the job id and restart count, which every node's file of the run shares, then
+    (graft.engine.slurm_job.this_job_run): the job id and restart count, which every node's file of the run shares, then
     the pid; outside Slurm the pid alone. A requeued job's files are thus apart from its earlier run's, and the run
     that takes over a dead holder's lock (graft.train.lock, which records the same job run) finds the files it left
     on its node, whichever node that is."""
-    from graft.train.lock import this_job_run
-
     job, restart = this_job_run()
     return f"graft-weights-{_sync_file_owner(job, restart, pid)}-"
 

@@ -40,9 +40,17 @@ from graft.planning.memory import (
     shards_per_model,
 )
 from graft.planning.site import check_time_limit, runtime_hours
-from graft.planning.step_time import cell_steps, gpu_rates, longest_step_seconds, step_seconds, tokens_scale
+from graft.planning.step_time import (
+    DEADLINE_FLOOR_S,
+    FIRST_STEP_ALLOWANCE,
+    cell_steps,
+    gpu_rates,
+    longest_step_seconds,
+    step_deadline_s,
+    step_seconds,
+    tokens_scale,
+)
 from graft.results import ResultsTree, RunDir, replay_cell
-from graft.train.deadline import DEADLINE_FLOOR_S, FIRST_STEP_ALLOWANCE, step_deadline_s
 
 
 @dataclass(frozen=True)

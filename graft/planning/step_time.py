@@ -263,3 +263,22 @@ def longest_step_seconds(cfg: RunConfig, method: Method, models: tuple[str, ...]
         return None
     draws = 1 + (method.resample_rounds if method.dynamic_sampling else 0)
     return step_seconds([ModelStep(s.generation * draws, s.scoring, s.update, s.sync) for s in steps], placement)
+
+
+DEADLINE_FLOOR_S = 900.0
+"""No derived deadline is shorter: a step of seconds (a toy, a CPU configuration) slowed by a busy machine is not a
+hang, and a quarter of an hour is little beside the days a hang holds its GPUs for."""
+
+FIRST_STEP_ALLOWANCE = 3.0
+"""A process's first step may take this many times the deadline of the steps after it: it sets up the collectives'
+communicators, FSDP's lazy state, the engines' first wake and weight sync, and each kernel's first call."""
+
+
+def step_deadline_s(*, factor: float, minutes: float | None, reference_s: float | None, first: bool) -> float:
+    """A step's deadline in seconds: ``minutes`` where set, every step alike; else ``factor`` times the step's
+    ``reference_s`` (None: none yet), at least ``DEADLINE_FLOOR_S``, and ``FIRST_STEP_ALLOWANCE`` times that for a
+    process's ``first`` step."""
+    if minutes is not None:
+        return minutes * 60
+    deadline = max(factor * (reference_s or 0.0), DEADLINE_FLOOR_S)
+    return FIRST_STEP_ALLOWANCE * deadline if first else deadline

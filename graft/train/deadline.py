@@ -27,13 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-DEADLINE_FLOOR_S = 900.0
-"""No derived deadline is shorter: a step of seconds (a toy, a CPU configuration) slowed by a busy machine is not a
-hang, and a quarter of an hour is little beside the days a hang holds its GPUs for."""
-
-FIRST_STEP_ALLOWANCE = 3.0
-"""A process's first step may take this many times the deadline of the steps after it: it sets up the collectives'
-communicators, FSDP's lazy state, the engines' first wake and weight sync, and each kernel's first call."""
+from graft.planning.step_time import step_deadline_s
 
 BACKSTOP_S = 60.0
 """How long after the deadline faulthandler's C thread ends a process whose GIL the hung call holds."""
@@ -44,16 +38,6 @@ job, and not ``graft.train.stop``'s, so that a log's reader can tell a hang from
 
 STDERR = 2
 """The log's file descriptor. The watchdog writes to it directly: the hung thread may hold ``sys.stderr``'s lock."""
-
-
-def step_deadline_s(*, factor: float, minutes: float | None, reference_s: float | None, first: bool) -> float:
-    """A step's deadline in seconds: ``minutes`` where set, every step alike; else ``factor`` times the step's
-    ``reference_s`` (None: none yet), at least ``DEADLINE_FLOOR_S``, and ``FIRST_STEP_ALLOWANCE`` times that for a
-    process's ``first`` step."""
-    if minutes is not None:
-        return minutes * 60
-    deadline = max(factor * (reference_s or 0.0), DEADLINE_FLOOR_S)
-    return FIRST_STEP_ALLOWANCE * deadline if first else deadline
 
 
 class StepDeadline:

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from graft.engine.slurm_job import this_job_run
 from graft.errors import ConfigError
 
 LOCK_NAME = ".lock"
@@ -132,12 +133,6 @@ def squeue_state(job: str, cluster: str | None) -> str | None:
     after it ends. It refuses the id of a job it does not list ("Invalid job id specified"), which says nothing
     about the job: counted as no answer."""
     return _state(_ask(["squeue", "--noheader", f"--jobs={job}", "--format=%T", *_clusters(cluster)]))
-
-
-def this_job_run() -> tuple[str | None, int]:
-    """This process's Slurm job id and restart count (``SLURM_RESTART_COUNT``: how often Slurm requeued the job,
-    unset before the first requeue); None and 0 outside Slurm."""
-    return os.environ.get("SLURM_JOB_ID") or None, int(os.environ.get("SLURM_RESTART_COUNT") or 0)
 
 
 class LockLost(ConfigError):

@@ -15,7 +15,7 @@ removed or redone by implication, as verl's and TRL's users expect of a resume:
   to) is retrained, its records and evaluations kept under ``<out>/replaced/<UTC time>/`` (``retire``).
 
 Snakemake's training rule passes ``--resume`` alone, so a retry or a requeue continues or finds its run finished;
-it adds ``--retrain`` only where the user chose it (``workflow.changed_runs: retrain``, graft.planning.reruns).
+it adds ``--retrain`` only where the user chose it (``workflow.changed_runs: retrain``, graft.workflow.reruns).
 Replacing removes only the entries a run writes (``RUN_ENTRIES``), never other files under ``--out``.
 """
 
@@ -77,7 +77,7 @@ holds the same runs. ``run.json`` also records the archives' paths (``peer_archi
 
 FROM_FILES = ("peers", "data", "peer_archive")
 """The parts of a run's record read from files (their digests, their paths): files that a workflow's jobs make or
-fetch, so they may not exist yet when it is planned (graft.planning.reruns)."""
+fetch, so they may not exist yet when it is planned (graft.workflow.reruns)."""
 
 
 def run_settings(cfg: RunConfig, models: list[str]) -> dict:
@@ -125,7 +125,7 @@ def run_identity(
     """What ``run.json`` records of a run and a resume compares (``IDENTITY``, and the steps asked): the method's
     resolved switches, the models, the seed, the peer archives' paths and digests, ``run_settings`` and the
     training prompts' digest.
-    The workflow computes the same record for each cell (graft.planning.reruns), so that it knows before any job
+    The workflow computes the same record for each cell (graft.workflow.reruns), so that it knows before any job
     which finished runs a config edit would change."""
     return {
         "method": method,

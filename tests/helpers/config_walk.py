@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from graft.config import RunConfig, config_from_dict
 from graft.config.run import apply_settings
 from graft.errors import ConfigError
-from graft.planning import reruns
 from graft.planning.plan import training_cells
 from graft.results import ResultsTree
 from graft.typed_config import field_types
+from graft.workflow import reruns
 
 
 class With(typing.NamedTuple):

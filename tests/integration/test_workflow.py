@@ -791,26 +791,6 @@ def test_downloads_run_on_the_submitting_host_unless_the_config_says_otherwise(t
     assert local == sorted([*always, "fetch_dataset", "fetch_model"] if on_submit_host else always)
 
 
-def test_snakemake_lint_and_snakefmt():
-    lint = run(tool("snakemake"), "--lint")
-    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
-    fmt = run(tool("snakefmt"), "--check", "Snakefile", "rules")
-    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
-
-
-def test_ruff_clean():
-    check = run(tool("ruff"), "check", ".")
-    assert check.returncode == 0, check.stdout
-    fmt = run(tool("ruff"), "format", "--check", ".")
-    assert fmt.returncode == 0, fmt.stdout
-
-
-def test_imports_keep_the_layers():
-    """The layer table of docs/design.md section 5, as pyproject.toml's import-linter contracts."""
-    lint = run(tool("lint-imports"))
-    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
-
-
 def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp_path):
     """What a user without Slurm meets: one line naming the missing tools and the local command, no job run."""
     tools = tmp_path / "bin"  # a PATH with what Snakemake needs, and no sbatch or sacct

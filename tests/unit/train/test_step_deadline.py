@@ -14,14 +14,8 @@ import pytest
 from graft.config import load_config
 from graft.methods import get_method
 from graft.planning.plan import deadline_line, step_lines, training_cells
-from graft.planning.step_time import longest_step_seconds
-from graft.train.deadline import (
-    DEADLINE_FLOOR_S,
-    EXIT_CODE,
-    FIRST_STEP_ALLOWANCE,
-    StepDeadline,
-    step_deadline_s,
-)
+from graft.planning.step_time import DEADLINE_FLOOR_S, FIRST_STEP_ALLOWANCE, longest_step_seconds, step_deadline_s
+from graft.train.deadline import EXIT_CODE, StepDeadline
 
 LINE = "exceeded its deadline of 2 s (train.step_deadline_factor, train.step_deadline_minutes)"
 RESUMES = "the job's retry (graft train --resume) resumes from the last checkpoint"

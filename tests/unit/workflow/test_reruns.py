@@ -1,4 +1,4 @@
-"""Which jobs a config edit reruns, and which finished runs it would change (graft.planning.reruns)."""
+"""Which jobs a config edit reruns, and which finished runs it would change (graft.workflow.reruns)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from helpers.config_walk import walk
 from graft.config import config_from_dict
 from graft.config.run import apply_settings
 from graft.planning.plan import training_cells
-from graft.planning.reruns import cell_identity, changed_runs, changed_runs_message, train_params
 from graft.results import ResultsTree
 from graft.train.checkpoint import resume_state
 from graft.train.run_state import REPLACED, retire
+from graft.workflow.reruns import cell_identity, changed_runs, changed_runs_message, train_params
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
