@@ -766,8 +766,13 @@ def _add_data(sub) -> None:
     fm.add_argument("--config", type=Path, help="with --model: refuse a tokenizer that cannot apply its prompt format")
     fm.add_argument("--model", type=_name("model"), help="the config's name of this model (with --config)")
     fm.set_defaults(func=_cmd_fetch)
-    fd = _command(fetch_sub, "dataset", "a benchmark or math_train, as normalised JSON Lines")
-    fd.add_argument("--name", required=True)
+    fd = _command(fetch_sub, "dataset", "a paper benchmark or a hub dataset, as JSON Lines")
+    fd.add_argument(
+        "--name",
+        required=True,
+        help="math500, aime24, aime25, amc23, minerva, math_train, math_validation, or a hub dataset: "
+        "hf://<owner>/<name>?split=<split>[&config=<config>] (or its name under <results>/data/)",
+    )
     fd.add_argument("--out", type=Path, required=True)
     fd.set_defaults(func=_cmd_fetch)
 

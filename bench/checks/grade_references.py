@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for needs.py
 from needs import require
 
-from graft.data.benchmarks import load_benchmark
+from graft.data.problems import load_problems
 from graft.engine.reward import Grader, last_boxed
 
 
@@ -38,7 +38,7 @@ def main() -> None:
         for name in ("math500", "aime24", "minerva_math"):
             path = args.benchmarks / f"{name}.jsonl"
             records = [json.loads(line) for line in path.read_text().splitlines() if line]
-            problems = load_benchmark(path)
+            problems = load_problems(path)
             boxes = [last_boxed(r.get("solution") or "") for r in records]
             keep = [i for i, b in enumerate(boxes) if b is not None]
             golds = [problems[i].answer for i in keep]

@@ -3,10 +3,13 @@ and how its checkpoints are scored."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import parse_qsl
 
+from graft.errors import ConfigError
 from graft.typed_config import (
     NON_EMPTY,
     Count,
@@ -84,9 +87,71 @@ class ModelSpec:
                 raise FieldError("chat_template", f"no such file {self.chat_template!r}")
 
 
+HUB_ID = "hf://<owner>/<name>?split=<split>[&config=<config>]"
+"""How a config names a split of a dataset on the Hugging Face hub in place of a data file."""
+FETCHED_FILE = "{results}/data/{name}.jsonl"
+"""Where rule fetch_dataset writes the dataset of that name (a paper set, or a hub dataset's ``HubDataset.name``),
+which the jobs read: a hub id in the config stands for this file."""
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def fetched_name(results: str, path: str) -> str | None:
+    """The name of the dataset whose fetched file (``FETCHED_FILE``) ``path`` is, or None for any other file."""
+    head, tail = FETCHED_FILE.format(results=results, name="\0").split("\0")
+    try:
+        name = Path(path).resolve().relative_to(Path(head).resolve()).as_posix()
+    except ValueError:
+        return None
+    return name.removesuffix(tail) if name.endswith(tail) else None
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    """A split of a dataset on the Hugging Face hub (in one of its configs, where it has several)."""
+
+    repo: str
+    """``<owner>/<name>``."""
+    split: str
+    config: str | None = None
+
+    @property
+    def id(self) -> str:
+        """As a config names it (``HUB_ID``)."""
+        return f"hf://{self.repo}?split={self.split}" + (f"&config={self.config}" if self.config else "")
+
+    @property
+    def name(self) -> str:
+        """Its name in the results tree, ``hf/<owner>/<name>[/<config>]/<split>`` (``FETCHED_FILE``)."""
+        return "/".join(["hf", self.repo, *([self.config] if self.config else []), self.split])
+
+
+def hub_dataset(text: str, where: str) -> HubDataset | None:
+    """The hub dataset ``text`` names, by its id (``HUB_ID``) or by its name in the results tree (``HubDataset.name``,
+    what rule fetch_dataset passes on); None where it names neither. A malformed one is refused with one line."""
+    if text.startswith("hf://"):
+        repo, _, query = text.removeprefix("hf://").partition("?")
+        pairs = parse_qsl(query, keep_blank_values=True)
+        fields = dict(pairs)
+        found = HubDataset(repo, fields.get("split", ""), fields.get("config"))
+        ok = len(fields) == len(pairs) == query.count("=") and "split" in fields and set(fields) <= {"split", "config"}
+    elif text.startswith("hf/"):
+        parts = text.split("/")[1:]
+        found = HubDataset("/".join(parts[:2]), parts[-1], parts[2] if len(parts) == 4 else None)
+        ok = len(parts) in (3, 4)
+    else:
+        return None
+    owner, _, name = found.repo.partition("/")
+    parts = (owner, name, found.split, *([found.config] if found.config is not None else []))
+    if not ok or not all(_PART.fullmatch(part) for part in parts):
+        raise ConfigError(f"{where}: {text!r} is not a hub dataset; expected {HUB_ID}")
+    return found
+
+
 @dataclass(frozen=True)
 class DataSpec:
-    """Where the prompts come from. Each file is JSON Lines with ``id``, ``problem`` and ``answer``."""
+    """Where the prompts come from. Each is a file, JSON Lines (.jsonl, .json) or Parquet (.parquet), in graft's,
+    TRL's or verl's layout (graft.data.problems), or a dataset on the Hugging Face hub named ``HUB_ID``, which rule
+    fetch_dataset fetches into ``FETCHED_FILE`` before any job reads it."""
 
     train: str
     """Training prompts."""
@@ -112,7 +177,8 @@ class EvalSpec:
     """How checkpoints are evaluated (paper Appendix B)."""
 
     benchmarks: Annotated[dict[str, str], NON_EMPTY]
-    """Benchmark name -> local JSON Lines file; the score is the unweighted mean over these."""
+    """Benchmark name -> its file or hub dataset (as ``DataSpec`` names them); the score is the unweighted mean over
+    these."""
     validation: str | None = None
     """A held-out set disjoint from the benchmarks, for checkpoint selection that does not peek at test."""
     k: Count = 8

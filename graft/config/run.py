@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from graft.config.gpus import Gpu, job_gpu
-from graft.config.models import DataSpec, EvalSpec, ModelSpec, RewardSpec
+from graft.config.models import FETCHED_FILE, DataSpec, EvalSpec, ModelSpec, RewardSpec, hub_dataset
 from graft.config.scale import ScaleSpec
 from graft.config.site import SlurmSpec
 from graft.config.toy import ToySpec
@@ -259,12 +259,37 @@ def _fill_results(value: Any, results: str) -> Any:
     return value
 
 
+def _dataset_slots(data: dict[str, Any]) -> list[tuple[str, dict, str]]:
+    """(field, mapping, key) of each value of a config that names a dataset: data.train, data.validation,
+    eval.validation and each of eval.benchmarks."""
+    sections = {name: data.get(name) if isinstance(data.get(name), dict) else {} for name in ("data", "eval")}
+    slots = [
+        (f"config.{section}.{key}", sections[section], key)
+        for section, key in (("data", "train"), ("data", "validation"), ("eval", "validation"))
+        if key in sections[section]
+    ]
+    benchmarks = sections["eval"].get("benchmarks")
+    if isinstance(benchmarks, dict):
+        slots += [(f"config.eval.benchmarks.{name}", benchmarks, name) for name in benchmarks]
+    return slots
+
+
+def _fetched_files(data: dict[str, Any], results: str) -> None:
+    """Replace each hub dataset the config names in place of a data file (``hf://...``) by the file rule
+    fetch_dataset writes it to (``FETCHED_FILE``), which the jobs read."""
+    for where, values, key in _dataset_slots(data):
+        value = values[key]
+        if isinstance(value, str) and value.startswith("hf://"):
+            values[key] = FETCHED_FILE.format(results=results, name=hub_dataset(value, where).name)
+
+
 def load_config(path: str | Path, settings: Sequence[tuple[str, Any]] = ()) -> RunConfig:
     """Read and validate a YAML run config, with ``settings`` (``--set``) written over it; raises ConfigError with
     one line on any problem.
 
     ``{results}`` in model and data paths stands for the config's results directory, so built toy models live
-    under the outputs of the configuration that built them.
+    under the outputs of the configuration that built them; a hub dataset (``hf://...``) in place of a data file
+    stands for the file it is fetched into there.
     """
     return config_from_dict(apply_settings(read_yaml(path), settings))
 
@@ -283,4 +308,5 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         for section in ("models", "data", "eval"):
             if section in data:
                 data[section] = _fill_results(data[section], results)
+        _fetched_files(data, results)
     return from_dict(RunConfig, data, "config")

@@ -1,44 +1,29 @@
-"""Evaluation benchmarks, each normalised to (id, problem, gold answer).
+"""The paper's evaluation benchmarks on the Hugging Face hub, and the download of any hub dataset.
 
-The paper's five sets come from the Hugging Face hub for the paper configuration (``graft fetch dataset``, with the
-``datasets`` package; from a local copy of the hub's repositories where ``GRAFT_DATASETS_MIRROR`` names one) or
-from local JSON Lines files. Local files may use the field names of
-any of the usual sources: the loader
-finds the problem under problem/question, the gold answer under answer, or else as the last ``\\boxed{}`` of the
-reference solution (Minerva), and the id under id/unique_id/idx (or the line number).
+The paper's five sets come from the hub for the paper configuration (``graft fetch dataset``, with the ``datasets``
+package; from a local copy of the hub's repositories where ``GRAFT_DATASETS_MIRROR`` names one), as does any
+dataset a config names by its hub id (graft.config.models.HUB_ID). A download is read as a local file is
+(graft.data.problems: graft's, TRL's or verl's layout) and written as graft's JSON Lines, which the jobs read.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from graft.data.problems import Problem, check_gold, read_jsonl
-from graft.engine.reward import last_boxed
+from graft.config.models import HubDataset
+from graft.data.problems import problem_record, to_problem
 from graft.errors import ConfigError
 from graft.results import atomic_path
 
-
-@dataclass(frozen=True)
-class HubSource:
-    repo: str
-    split: str
-    size: int
-    """Problems in the published split (graft plan's job lengths before the download)."""
-    problem: str = "problem"
-    answer: str = "answer"
-
-
-# The hub sources used for the paper configuration; their field names as published.
-HUB: dict[str, HubSource] = {
-    "math500": HubSource("HuggingFaceH4/MATH-500", "test", 500),
-    "aime24": HubSource("HuggingFaceH4/aime_2024", "train", 30),
-    "aime25": HubSource("math-ai/aime25", "test", 30),
-    "amc23": HubSource("math-ai/amc23", "test", 40, problem="question"),
-    "minerva": HubSource("math-ai/minervamath", "test", 272, problem="question"),
+# The hub sources used for the paper configuration.
+HUB: dict[str, HubDataset] = {
+    "math500": HubDataset("HuggingFaceH4/MATH-500", "test"),
+    "aime24": HubDataset("HuggingFaceH4/aime_2024", "train"),
+    "aime25": HubDataset("math-ai/aime25", "test"),
+    "amc23": HubDataset("math-ai/amc23", "test"),
+    "minerva": HubDataset("math-ai/minervamath", "test"),
 }
 
 MIRROR_VARIABLE = "GRAFT_DATASETS_MIRROR"
@@ -50,46 +35,21 @@ whose machines reach no hub (HF_ENDPOINT needs a server)."""
 VALIDATION_SIZE = 500
 """Problems of ``math_validation``: MATH test problems outside MATH500 (graft.data.fetch)."""
 
-DATASET_SIZES: dict[str, int] = {**{name: src.size for name, src in HUB.items()}, "math_validation": VALIDATION_SIZE}
-"""Problems of each dataset ``graft fetch dataset`` writes, by name."""
+DATASET_SIZES: dict[str, int] = {
+    "math500": 500,
+    "aime24": 30,
+    "aime25": 30,
+    "amc23": 40,
+    "minerva": 272,
+    "math_validation": VALIDATION_SIZE,
+}
+"""Problems of each paper dataset ``graft fetch dataset`` writes, by name (graft plan's job lengths before the
+download)."""
 
 
-def normalise(record: dict, line: int, where: str) -> Problem:
-    """(id, problem, gold) from a record in any of the supported layouts."""
-    problem = record.get("problem", record.get("question"))
-    if not isinstance(problem, str) or not problem.strip():
-        raise ConfigError(f"{where} line {line}: no 'problem' or 'question' text")
-    answer = record.get("answer")
-    if answer is None or (isinstance(answer, str) and not answer.strip()):
-        answer = last_boxed(record.get("solution") or "")
-    if answer is None:
-        raise ConfigError(f"{where} line {line}: no 'answer' and no \\boxed{{}} answer in 'solution'")
-    ident = next((record[k] for k in ("id", "unique_id", "idx") if record.get(k) is not None), line)
-    return Problem(id=str(ident), problem=problem, answer=str(answer).strip())
-
-
-def load_benchmark(
-    path: str | Path, what: str = "benchmark", reward: Literal["toy", "math"] | None = None
-) -> list[Problem]:
-    """A local JSON Lines benchmark, normalised; bad files are refused with one line naming them, and with
-    ``reward``, a gold answer that grader could never reward."""
-    problems, seen = [], set()
-    for number, record in read_jsonl(path, what):
-        problem = normalise(record, number, f"{what}: {str(path)!r}")
-        if problem.id in seen:
-            raise ConfigError(f"{what}: {str(path)!r} line {number} repeats id {problem.id!r}")
-        if reward is not None:
-            check_gold(problem, reward, f"{what}: {str(path)!r} line {number}")
-        seen.add(problem.id)
-        problems.append(problem)
-    if not problems:
-        raise ConfigError(f"{what}: {str(path)!r} holds no problems")
-    return problems
-
-
-def fetch_from_hub(source: HubSource, out: str | Path) -> Path:
-    """Download a dataset with ``datasets`` (from the folder ``GRAFT_DATASETS_MIRROR`` names, if set) and write it as
-    normalised JSON Lines (id, problem, answer)."""
+def fetch_from_hub(source: HubDataset, out: str | Path) -> Path:
+    """Download a dataset's split with ``datasets`` (from the folder ``GRAFT_DATASETS_MIRROR`` names, if set) and
+    write it as graft's JSON Lines, each row read as a local file's record is (``to_problem``)."""
     try:
         from datasets import load_dataset
     except ImportError:
@@ -106,7 +66,7 @@ def fetch_from_hub(source: HubSource, out: str | Path) -> Path:
         where = str(local)
     try:
         # every split, so that a missing one is named beside those there are
-        splits = load_dataset(where)
+        splits = load_dataset(where, source.config)
     except FileNotFoundError:
         if not mirror:
             raise
@@ -119,8 +79,7 @@ def fetch_from_hub(source: HubSource, out: str | Path) -> Path:
     rows = splits[source.split]
     out = Path(out)
     with atomic_path(out) as tmp, tmp.open("w") as handle:
-        for i, record in enumerate(rows):
-            renamed = {**record, "problem": record[source.problem], "answer": record.get(source.answer)}
-            p = normalise(renamed, i + 1, f"{source.repo}")
-            handle.write(json.dumps({"id": p.id, "problem": p.problem, "answer": p.answer}) + "\n")
+        for number, record in enumerate(rows, start=1):
+            problem = to_problem(record, number, f"{source.id} row {number}")
+            handle.write(json.dumps(problem_record(problem)) + "\n")
     return out

@@ -8,14 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from graft.config import RunConfig
-from graft.data.benchmarks import HUB, VALIDATION_SIZE, HubSource, fetch_from_hub
+from graft.config.models import HUB_ID, HubDataset, hub_dataset
+from graft.data.benchmarks import HUB, VALIDATION_SIZE, fetch_from_hub
 from graft.engine.policy import check_model_dir
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 
 # MATH train (7,500 problems); the gold answer is the last \boxed{} of each solution.
-MATH_TRAIN = HubSource("DigitalLearningGmbH/MATH-lighteval", "train", 7500)
-MATH_TEST = HubSource("DigitalLearningGmbH/MATH-lighteval", "test", 5000)
+MATH_TRAIN = HubDataset("DigitalLearningGmbH/MATH-lighteval", "train")
+MATH_TEST = HubDataset("DigitalLearningGmbH/MATH-lighteval", "test")
+SOURCES = {**HUB, "math_train": MATH_TRAIN}
+"""The datasets ``graft fetch dataset`` knows by name, besides math_validation and any hub dataset."""
 
 
 def fetch_model(hub_id: str, out: str | Path, check: tuple[RunConfig, str] | None = None) -> Path:
@@ -57,10 +60,13 @@ def fetch_math_validation(out: str | Path, size: int = VALIDATION_SIZE, seed: in
 
 
 def fetch_dataset(name: str, out: str | Path) -> Path:
-    """A paper benchmark (math500, aime24, aime25, amc23, minerva), math_train or math_validation."""
+    """A paper benchmark (math500, aime24, aime25, amc23, minerva), math_train, math_validation, or a hub dataset by
+    its id or its name in the results tree (graft.config.models.hub_dataset)."""
     if name == "math_validation":
         return fetch_math_validation(out)
-    sources = {**HUB, "math_train": MATH_TRAIN}
-    if name not in sources:
-        raise ConfigError(f"dataset {name!r} is unknown; known: {', '.join(sources)}, math_validation")
-    return fetch_from_hub(sources[name], out)
+    source = SOURCES.get(name) or hub_dataset(name, "--name")
+    if source is None:
+        raise ConfigError(
+            f"--name: dataset {name!r} is unknown; known: {', '.join(SOURCES)}, math_validation, or {HUB_ID}"
+        )
+    return fetch_from_hub(source, out)

@@ -31,7 +31,7 @@ import torch
 
 from graft.algo import group_advantages
 from graft.config import RunConfig
-from graft.data.problems import Problem, load_problems, read_jsonl
+from graft.data.problems import Problem, json_kind, load_problems, read_jsonl
 from graft.data.records import StepRecords, write_step
 from graft.engine.policy import Policy, check_model_dir, load_policy
 from graft.engine.reward import Grader
@@ -44,10 +44,6 @@ MANIFEST = "archive.json"
 """Written beside an imported archive's step files; replay reads it to follow the archive's prompts."""
 _KEY = 24
 """Characters of a problem's text (at most) used to find it in a prompt, which is then checked whole."""
-
-
-_JSON_KINDS = {type(None): "null", bool: "a boolean", dict: "an object"}
-"""How a refusal names a JSON value that is not text (else a number)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +82,7 @@ def read_dump(directory: Path, fmt: str) -> dict[int, list[Dumped]]:
             step = int(path.stem) - 1 if fmt == "verl" else int(record["step"])
             for name in fields[-2:]:
                 if not isinstance(record[name], str | list):  # str() would make null the text 'None'
-                    kind = _JSON_KINDS.get(type(record[name]), "a number")
+                    kind = json_kind(record[name])
                     raise ConfigError(f"{where}: {name!r} is {kind}; expected text (or a list of messages)")
             prompt, response = (record[f] for f in fields[-2:])
             steps.setdefault(step, []).append(
@@ -131,7 +127,7 @@ class ProblemIndex:
     """Finds the training problem whose (whitespace-normalised) text occurs in a prompt; the longest wins."""
 
     def __init__(self, problems: list[Problem]):
-        texts = [(_normal(p.problem), p) for p in problems]
+        texts = [(_normal(p.text), p) for p in problems]
         self.key = max(1, min(_KEY, *(len(t) for t, _ in texts)))
         self.by_key: dict[str, list[tuple[str, Problem]]] = {}
         for text, p in texts:

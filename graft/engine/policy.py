@@ -15,7 +15,7 @@ import torch
 from graft.config import ModelSpec, RunConfig, TrainSpec
 from graft.engine.logprobs import response_token_logprobs
 from graft.engine.packing import attend_within_rows, pack_rows
-from graft.engine.prompts import PromptFormat
+from graft.engine.prompts import Chat, PromptFormat
 from graft.errors import ConfigError
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -32,8 +32,9 @@ class Policy:
     prompt: PromptFormat
     """How a problem becomes this model's prompt (graft.engine.prompts)."""
 
-    def prompt_text(self, problem: str) -> str:
-        """The prompt string for a problem; the same text is used when re-tokenizing a peer's response."""
+    def prompt_text(self, problem: str | Chat) -> str:
+        """The prompt string for a problem (its text or a chat prompt, ``graft.data.problems.Problem.problem``); the
+        same text is used when re-tokenizing a peer's response."""
         return self.prompt.render(self.tokenizer, problem)
 
     @property

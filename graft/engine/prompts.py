@@ -1,6 +1,7 @@
 """How a problem becomes a model's prompt: a ``{problem}`` template, optionally sent as one user message through
 a chat template (paper Appendix B: "a single user message with the suffix 'Let's think step by step and output the
-final answer within \\boxed{}.'").
+final answer within \\boxed{}.'"); or, for a problem that a data file holds as a chat prompt (TRL's and verl's
+conversational layout), its messages as they are through the chat template.
 
 The same prompt string serves sampling, evaluation and the receiver's re-tokenization of a peer response, so a
 template that cannot be applied, or that would make prompts differ from run to run, is refused before any
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from jinja2 import TemplateError
 
@@ -23,6 +25,17 @@ RESPONSE = "{response}"
 """The placeholder assistant message whose end in a rendered chat shows where a turn ends."""
 
 
+class Message(NamedTuple):
+    """One message of a chat prompt, as chat templates read it."""
+
+    role: str
+    content: str
+
+
+Chat = tuple[Message, ...]
+"""A chat prompt: its messages in order, the last one the user's."""
+
+
 @dataclass(frozen=True)
 class PromptFormat:
     template: str = "{problem}"
@@ -32,16 +45,25 @@ class PromptFormat:
     chat_template: str | None = None
     """Jinja text used instead of the tokenizer's own chat template; None: the tokenizer's."""
 
-    def render(self, tokenizer, problem: str) -> str:
-        """The prompt string of ``problem`` for a model with this tokenizer."""
-        content = self.template.replace("{problem}", problem)
-        if not self.chat:
-            return content
+    def render(self, tokenizer, problem: str | Chat) -> str:
+        """The prompt string of ``problem`` for a model with this tokenizer: a problem's text fills the template (with
+        ``chat``, as one user message through the chat template); a chat prompt's messages go through the chat
+        template as they are, a system message included, and the template is not applied (the messages say what
+        to do)."""
+        if isinstance(problem, str):
+            content = self.template.replace("{problem}", problem)
+            if not self.chat:
+                return content
+            messages = [{"role": "user", "content": content}]
+        elif self.chat:
+            messages = [m._asdict() for m in problem]
+        else:
+            raise ConfigError(
+                "a chat prompt (a list of messages) is rendered by a model's chat template; set chat: true for "
+                "every model (with chat_template where its tokenizer ships none)"
+            )
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": content}],
-            tokenize=False,
-            add_generation_prompt=True,
-            chat_template=self.chat_template,
+            messages, tokenize=False, add_generation_prompt=True, chat_template=self.chat_template
         )
 
     def stop_token_ids(self, tokenizer, generation_eos: int | list[int] | None) -> list[int]:

@@ -124,13 +124,13 @@ def evaluate_to_file(
     result atomically. The validation set serves checkpoint selection only; the score averages the benchmarks.
     ``rollout``: a sampler holding the checkpoint's weights (vLLM); None: Hugging Face ``generate``.
     ``validation`` False: the benchmarks only (a selected checkpoint's re-evaluation, which no selection reads)."""
-    from graft.data.benchmarks import load_benchmark
+    from graft.data.problems import load_problems
 
     spec = config.eval
     reward = config.reward.kind
-    sets = {name: load_benchmark(path, f"eval.benchmarks.{name}", reward) for name, path in spec.benchmarks.items()}
+    sets = {name: load_problems(path, f"eval.benchmarks.{name}", reward) for name, path in spec.benchmarks.items()}
     if spec.validation and validation:
-        sets["validation"] = load_benchmark(spec.validation, "eval.validation", reward)
+        sets["validation"] = load_problems(spec.validation, "eval.validation", reward)
     max_tokens = config.eval_response_tokens()
     was_training = policy.model.training
     policy.model.eval()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from graft.config import RunConfig
 from graft.data.benchmarks import DATASET_SIZES
+from graft.data.problems import record_count
 from graft.errors import ConfigError
 from graft.planning.step_time import cell_steps, gpu_rates, step_seconds, tokens_scale
 from graft.typed_config import load_yaml
@@ -46,12 +47,11 @@ class JobKind:
 
 
 def problem_count(path: str) -> int | None:
-    """Problems in a benchmark file: its lines when it exists, else the published size of the dataset it is
+    """Problems in a benchmark file: its records when it exists, else the published size of the dataset it is
     fetched as (named by its file name, as in the paper config), else None."""
     file = Path(path)
     if file.is_file():
-        with file.open() as handle:
-            return sum(1 for line in handle if line.strip())
+        return record_count(file)
     return DATASET_SIZES.get(file.stem)
 
 

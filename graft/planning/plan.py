@@ -14,6 +14,7 @@ from pathlib import Path
 from graft.config import RunConfig, model_groups
 from graft.errors import ConfigError
 from graft.methods import get_method, group_problem
+from graft.planning.data import check_data
 from graft.planning.disk import (
     cells_in_flight,
     disk_lines,
@@ -343,13 +344,15 @@ def base_evaluations(cfg: RunConfig) -> list[str]:
 
 
 def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
-    """What ``graft plan`` prints: cells per method, checkpoint evaluations, the memory plan, the disk each kind of
-    output takes, and each rule's jobs with their estimated length beside ``profile``'s limits and GPU-hours per
-    kind of job. GPU work whose jobs ask Slurm for no GPU is refused first (``check_gpu_ask``)."""
+    """What ``graft plan`` prints: cells per method, checkpoint evaluations, the data files, the memory plan, the disk
+    each kind of output takes, and each rule's jobs with their estimated length beside ``profile``'s limits and
+    GPU-hours per kind of job. GPU work whose jobs ask Slurm for no GPU is refused first (``check_gpu_ask``), a bad
+    or missing data file after the cells (``check_data``)."""
     from collections import Counter
 
     check_gpu_ask(cfg)
     cells, steps, base = training_cells(cfg), checkpoint_steps(cfg), base_evaluations(cfg)
+    data = check_data(cfg)
     evaluations = sum(len(c.models) for c in cells) * len(steps) + len(base)
     lines = [f"config {source}: {len(cells)} training cells, {evaluations} checkpoint evaluations"]
     main = main_cells(cfg, cells)
@@ -376,6 +379,7 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
                 f"({share * gpu.memory_gb:.1f} of {gpu.memory_gb:g} GB); a job of several models stops one model's "
                 "engine before it starts the next's"
             )
+    lines += data
     lines += [f"prompt of {name}: {text}" for name, text in model_prompts(cfg).items()]
     lines += gpu_lines(cfg)
     lines += memory_lines(cfg, cells)

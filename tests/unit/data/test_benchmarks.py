@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.benchmarks import REAL_BENCHMARKS, needs_real_benchmarks
 
-from graft.data.benchmarks import load_benchmark, normalise
+from graft.data.problems import load_problems, to_problem
 from graft.engine.reward import Grader, last_boxed
 from graft.errors import ConfigError
 
@@ -21,13 +21,13 @@ DATA = Path(__file__).resolve().parents[2] / "data"
     [("math500", 3), ("aime24", 3), ("aime25", 3), ("amc23", 3), ("minerva_math", 3)],
 )
 def test_local_fixtures_normalise(name, count):
-    problems = load_benchmark(DATA / f"{name}.jsonl")
+    problems = load_problems(DATA / f"{name}.jsonl")
     assert len(problems) == count
     assert all(p.id and p.problem and p.answer for p in problems)
 
 
 def test_minerva_gold_comes_from_the_solution_box():
-    p = normalise({"problem": "x?", "solution": "so $\\boxed{6.5 \\times 10^{3}}$ m", "idx": 4}, 1, "t")
+    p = to_problem({"problem": "x?", "solution": "so $\\boxed{6.5 \\times 10^{3}}$ m", "idx": 4}, 1, "t")
     assert (p.id, p.answer) == ("4", "6.5 \\times 10^{3}")
 
 
@@ -35,8 +35,8 @@ def test_minerva_gold_comes_from_the_solution_box():
     ("text", "message"),
     [
         ("{not json", "line 1 is not valid JSON"),
-        ('{"problem": "x"}', "no 'answer' and no \\\\boxed{} answer"),
-        ('{"answer": "1"}', "no 'problem' or 'question' text"),
+        ('{"problem": "x"}', "line 1 has no answer: expected 'answer', 'ground_truth' or"),
+        ('{"answer": "1"}', "line 1 has no problem: expected 'problem' or 'question' text, or a 'prompt'"),
         ('{"id": 1, "problem": "a", "answer": "1"}\n{"id": 1, "problem": "b", "answer": "2"}', "repeats id '1'"),
     ],
 )
@@ -44,7 +44,7 @@ def test_bad_benchmark_files_are_refused_with_one_line(tmp_path, text, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
     with pytest.raises(ConfigError, match=message) as err:
-        load_benchmark(path)
+        load_problems(path)
     assert "\n" not in str(err.value)
 
 
@@ -56,7 +56,7 @@ def reference_answer(record: dict) -> str | None:
 @pytest.mark.parametrize("name", ["math500", "aime24", "minerva_math"])
 def test_reference_solutions_grade_correct_and_swapped_answers_wrong(name):
     records = [json.loads(line) for line in (REAL_BENCHMARKS / f"{name}.jsonl").read_text().splitlines() if line]
-    problems = load_benchmark(REAL_BENCHMARKS / f"{name}.jsonl", reward="math")  # no reference gold refused
+    problems = load_problems(REAL_BENCHMARKS / f"{name}.jsonl", reward="math")  # no reference gold refused
     # Only reference solutions that carry a boxed answer can be graded (one AIME24 AoPS write-up has none).
     keep = [i for i, record in enumerate(records) if reference_answer(record) is not None]
     assert len(keep) >= len(records) - 1

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.cli import main
-from graft.data.benchmarks import load_benchmark
 from graft.data.imports import read_dump
 from graft.data.problems import load_problems, read_jsonl
 from graft.errors import ConfigError
@@ -24,21 +23,19 @@ TEXT = "".join(json.dumps(row) + "\n" for row in ROWS)
 MESSAGES = "(or a list of messages)"
 
 
-@pytest.mark.parametrize("load", [load_benchmark, load_problems])
-def test_a_byte_order_mark_is_skipped_as_the_config_reader_skips_it(tmp_path, load):
+def test_a_byte_order_mark_is_skipped_as_the_config_reader_skips_it(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + TEXT.encode())
-    assert [p.id for p in load(path)] == ["p0", "p1", "p2"]
+    assert [p.id for p in load_problems(path)] == ["p0", "p1", "p2"]
 
 
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])  # what str.splitlines cuts, JSON leaves raw
-@pytest.mark.parametrize("load", [load_benchmark, load_problems])
-def test_a_raw_line_separator_inside_a_string_is_text(tmp_path, load, separator):
+def test_a_raw_line_separator_inside_a_string_is_text(tmp_path, separator):
     row = {"id": "q", "problem": f"What is 1{separator}+ 1?", "answer": "2"}
     path = tmp_path / "x.jsonl"
     path.write_text(TEXT + json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
     assert separator in path.read_text(encoding="utf-8")
-    assert load(path)[-1].problem == row["problem"]
+    assert load_problems(path)[-1].problem == row["problem"]
 
 
 def test_windows_line_ends_and_blank_lines_are_read_as_before(tmp_path):

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from helpers.benchmarks import REAL_BENCHMARKS
 
-from graft.data.benchmarks import load_benchmark
+from graft.data.problems import load_problems
 from graft.engine.reward import Grader, too_costly
 
 TEST_DATA = Path(__file__).resolve().parents[2] / "data"
@@ -33,7 +33,7 @@ def test_ordinary_answers_pass(answer):
 def test_no_reference_answer_of_the_benchmarks_is_refused():
     """The few problems of tests/data always; the full sets (1,372 answers) where GRAFT_BENCHMARKS names them."""
     files = sorted(TEST_DATA.glob("*.jsonl")) + sorted(REAL_BENCHMARKS.glob("*.jsonl"))
-    answers = [p.answer for f in files for p in load_benchmark(f)]
+    answers = [p.answer for f in files for p in load_problems(f)]
     assert len(answers) >= 15 and not [a for a in answers if too_costly(a)]
 
 
