@@ -53,14 +53,23 @@ if CFG.workflow.fetch_on_submit_host and not TOY:
         fetch_dataset,
 
 
-# What a person reads before submitting (a dry run included): jobs and GPU-hours per rule, and the disk's peak.
-if workflow.is_main_process and not TOY:
-    print(summary(CFG, list(CELLS.values())), file=sys.stderr)
+# The site is checked before anything is submitted to Slurm: a run when its jobs start (onstart), a dry run, which
+# skips onstart, here; then what a person reads before submitting: the cells the targets need, their jobs and
+# GPU-hours per rule, and the disk's peak.
+if INVOCATION is not None:
+    if (
+        workflow.output_settings.dryrun
+        and INVOCATION.executor == "slurm"
+        and (problem := slurm_site_problem(INVOCATION.retries))
+    ):
+        sys.exit(problem)
+    if not TOY:
+        print(summary(CFG, list(CELLS.values()), NEEDED, INVOCATION), file=sys.stderr)
 
 
 onstart:
     if workflow.executor_plugin.name == "slurm" and (
-        problem := slurm_site_problem()
+        problem := slurm_site_problem(workflow.execution_settings.retries)
     ):
         sys.exit(problem)
     if ENVIRONMENT is not None and (problem := environment_problem(ENVIRONMENT)):

@@ -517,7 +517,37 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     method_keys = [key for key, _ in args.settings if key.startswith("method.")]
     if method_keys:
         raise ConfigError(f"--set {method_keys[0]}: a method's switches go with graft train --method")
-    print(describe(load_config(args.config, args.settings), str(args.config), profile))
+    config = load_config(args.config, args.settings)
+    print(describe(config, str(args.config), profile))
+    return _check_site(config, profile) if args.site else 0
+
+
+def _check_site(config: RunConfig, profile: Path | None) -> int:
+    """``graft plan --site``: the workflow's check before it submits to Slurm, of every job of the config, with
+    the retries of ``profile``; each problem one line on stderr (exit code 2), warnings beside them."""
+    from graft.planning.job_lengths import job_kinds, profile_retries
+    from graft.planning.plan import base_evaluations, checkpoint_steps, training_cells
+    from graft.planning.preflight import pre_submission_check
+
+    kinds = job_kinds(config, training_cells(config), checkpoint_steps(config), base_evaluations(config))
+    problems, warnings = pre_submission_check(config, kinds, profile_retries(profile) + 1)
+    for line in warnings:
+        print(line, file=sys.stderr)
+    for line in problems:
+        print(f"graft: error: {line}", file=sys.stderr)
+    if not problems:
+        print("site: sbatch, sacct and sinfo here, and the slurm section fits this cluster")
+    return 2 if problems else 0
+
+
+def _cmd_cells(args: argparse.Namespace) -> int:
+    from graft.planning.plan import disk_turns, training_cells
+    from graft.planning.targets import cell_lines, cell_rows
+
+    config = load_config(args.config, args.settings)
+    cells = training_cells(config)
+    _, turns = disk_turns(config, cells)
+    print("\n".join(cell_lines(cell_rows(config, cells, ResultsTree(config.results), turns), args.format == "tsv")))
     return 0
 
 
@@ -711,8 +741,36 @@ def _add_evaluation(sub) -> None:
         help=f"Snakemake profile whose runtimes are the limits where the config's slurm section sets none (default: "
         f"{DEFAULT_PROFILE})",
     )
+    plan.add_argument(
+        "--site",
+        action="store_true",
+        help="also check this cluster as the workflow does before it submits a job (sbatch, sacct and sinfo here, "
+        "the slurm section against sinfo, sacctmgr and scontrol), even with slurm.site_check: false",
+    )
     _add_settings(plan, method=False)
     plan.set_defaults(func=_cmd_plan)
+
+    cells = _command(
+        sub,
+        "cells",
+        "every cell: its target, what it needs, whether done",
+        "One line per training cell of the config: its status in the results tree (done: trained and its last "
+        "evaluation there; trained: its done.json only; started: its run directory only; pending: nothing yet), "
+        "its target (its last evaluation, which asks for everything before it: docs/operations.md) and the other "
+        "cells it needs: a replay's peer run (trajectories), the cell whose pruning it waits for under "
+        "workflow.disk_budget_gb (disk turn) and the GRPO n=8 run of each of its models that Table 1's Δ compares "
+        "it with (baseline).",
+    )
+    cells.add_argument("--config", type=Path, required=True)
+    cells.add_argument(
+        "--format",
+        choices=["text", "tsv"],
+        default="text",
+        help="text: a table to read (default); tsv: tab-separated method, cell, seed, status, target, needs and "
+        "baseline (comma-separated cells), with a header",
+    )
+    _add_settings(cells, method=False)
+    cells.set_defaults(func=_cmd_cells)
 
     rep = _command(
         sub,

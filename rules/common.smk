@@ -2,7 +2,9 @@
 graft.results, the report's files from graft.report.build."""
 
 import hashlib
+import inspect
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -15,15 +17,13 @@ from graft.names import NAME_PATTERN
 from graft.planning.job_lengths import evaluation_parts, job_kinds
 from graft.planning.launch import train_launcher
 from graft.planning.plan import (
-    base_evaluations,
     base_seeds,
     checkpoint_steps,
     disk_turns,
     main_cells,
-    summary,
     training_cells,
 )
-from graft.planning.preflight import environment_problem, site_check, slurm_problem
+from graft.planning.preflight import environment_problem, pre_submission_check
 from graft.workflow.reruns import (
     changed_runs,
     changed_runs_message,
@@ -38,6 +38,7 @@ from graft.workflow.reruns import (
     train_params,
 )
 from graft.planning.site import rule_resources, stop_lead_seconds
+from graft.planning.targets import Invocation, Stage, needed_cells, summary
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
 from graft.train.run_state import IDENTITY
@@ -204,7 +205,8 @@ def site_resources(rule):
 
 def stop_signal():
     """Slurm's warning before a training job's time limit (``slurm_extra``), its lead each cell's longest step and
-    save (graft.planning.site.stop_lead_seconds); nothing where the step time has no figures (a CPU config).
+    save (graft.planning.site.stop_lead_seconds); nothing where the step time has no figures (CPU jobs, or a GPU
+    without a peak).
     """
     leads = {}
     for c in CELLS.values():
@@ -218,13 +220,69 @@ def stop_signal():
     }
 
 
-def slurm_site_problem():
-    """Why the Slurm executor cannot run this workflow on this cluster, in lines, or None: no Slurm commands here, or
-    the site (graft.planning.preflight.site_check); its warnings go to stderr."""
-    if problem := slurm_problem():
-        return problem
-    kinds = job_kinds(CFG, list(CELLS.values()), STEPS, base_evaluations(CFG))
-    problems, warnings = site_check(CFG, kinds, workflow.execution_settings.retries + 1)
+def snakemake_invocation():
+    """What Snakemake was asked (graft.planning.targets.Invocation), where this main process parses the workflow
+    to build its jobs, a dry run's included; None elsewhere (--lint, a job's own process). While the workflow is
+    parsed, workflow.dag_settings holds no targets yet and the executor is set only when the jobs start, so both
+    come from the Snakemake objects that are parsing it: the targets from its DAG API (snakemake.api.DAGApi), the
+    executor, profiles and retries from the arguments of its command line (snakemake.cli.args_to_api's). Under
+    Snakemake's API, with no command line, the executor is unknown."""
+    if not workflow.is_main_process:
+        return None
+    targets = args = None
+    # where Snakemake started, which reads the profiles from there: --directory has changed to the working directory
+    started = Path.cwd()
+    frame = inspect.currentframe()
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if targets is None and type(owner).__name__ == "DAGApi":
+            targets = list(owner.dag_settings.targets or [])
+            handler = owner.workflow_api._workdir_handler
+            started = getattr(handler, "olddir", None) or started
+        if frame.f_code.co_name == "args_to_api":
+            args = frame.f_locals.get("args")
+        frame = frame.f_back
+    if targets is None:
+        return None
+    if args is None:
+        return Invocation(targets, None)
+    from snakemake.cli import get_profile_dir
+
+    found = [
+        get_profile_dir(str(started / name)) or get_profile_dir(name)
+        for name in args.profile or []
+    ]
+    real = [Path(os.path.realpath(f[0])) for f in found if f]
+    here = Path.cwd()
+    profiles = [p.relative_to(here) if p.is_relative_to(here) else p for p in real]
+    return Invocation(targets, args.executor, profiles, args.retries or 0)
+
+
+INVOCATION = snakemake_invocation()
+# The cells the invocation's targets need, and how far: what the summary and the site check count
+NEEDED = (
+    None
+    if INVOCATION is None
+    else needed_cells(CFG, list(CELLS.values()), INVOCATION.targets, TREE, DISK_TURN)
+)
+
+
+def slurm_site_problem(retries):
+    """Why the Slurm executor cannot run this invocation's jobs on this cluster, in lines, or None
+    (graft.planning.preflight.pre_submission_check: no Slurm commands here, or the site); its warnings go to
+    stderr. ``retries``: Snakemake's, which chain a training run's jobs. Nothing with ``slurm.site_check: false``.
+    """
+    if not CFG.slurm.site_check:
+        return None
+    kinds = job_kinds(
+        CFG,
+        NEEDED.cells(),
+        STEPS,
+        NEEDED.base,
+        evaluated=NEEDED.cells(Stage.EVALUATED),
+        reevaluated=NEEDED.cells(Stage.REEVALUATED),
+    )
+    problems, warnings = pre_submission_check(CFG, kinds, retries + 1)
     for warning in warnings:
         print(warning, file=sys.stderr)
     return "\n".join(problems) or None

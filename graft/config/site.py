@@ -56,6 +56,11 @@ class SlurmSpec:
     evaluation_hours: Positive | None = None
     """The time limit of an evaluation job, at most ``max_runtime_hours``; ``graft plan`` prints each job's estimated
     length beside it (``workflow.eval_checkpoints_per_job`` shortens checkpoint evaluations). None: the profile's."""
+    site_check: bool = True
+    """Check the site before a job is submitted to Slurm, a dry run included (graft.planning.preflight
+    .pre_submission_check): sbatch, sacct and sinfo on the PATH, this section against ``sinfo``, ``sacctmgr`` and
+    ``scontrol show config``, each rule's estimated longest job against its time limit. False: no check, for a site
+    that keeps ``sinfo`` from its users (the jobs then ask for what this section says, unchecked)."""
     save_gb_per_s: Positive = 0.5
     """Write bandwidth of the results file system per job, for the time a training job needs to save when Slurm
     warns it (the warning's lead, graft.planning.site.stop_lead_seconds)."""

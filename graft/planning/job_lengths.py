@@ -76,9 +76,15 @@ def evaluation_parts(steps: list[int], per_job: int | None) -> list[list[int]]:
     return [steps[i : i + size] for i in range(0, len(steps), size)]
 
 
-def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str]) -> list[JobKind]:
+def job_kinds(
+    cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str], evaluated=None, reevaluated=None
+) -> list[JobKind]:
     """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.planning.plan.TrainingCell) with checkpoint
-    ``steps``; ``base_evaluations``: the model of each evaluation of a base model."""
+    ``steps``; ``base_evaluations``: the model of each evaluation of a base model. ``evaluated`` and
+    ``reevaluated``: the cells whose checkpoints are evaluated, and whose selected ones are evaluated again (every
+    one of ``cells`` where None; fewer where the targets ask for less, such as a cell's ``done.json``)."""
+    evaluated = cells if evaluated is None else evaluated
+    reevaluated = cells if reevaluated is None else reevaluated
     w = cfg.workflow
     # CPU jobs (slurm.gpus false) hold no GPU, so they count no GPU-hours
     gpus, eval_gpus = (cfg.scale.processes * cfg.scale.nodes, 1) if cfg.slurm.gpus else (0, 0)
@@ -111,24 +117,36 @@ def job_kinds(cfg: RunConfig, cells, steps: list[int], base_evaluations: list[st
     )
     if not w.eval_in_train:
         parts = evaluation_parts(steps, w.eval_checkpoints_per_job)
-        lengths = [cell_eval(c, len(part)) for c in cells for part in parts]
+        lengths = [cell_eval(c, len(part)) for c in evaluated for part in parts]
         kinds.append(
             JobKind("evaluate_checkpoints", "evaluation", lengths, eval_gpus, "workflow.eval_checkpoints_per_job")
         )
     if cfg.eval.selection_runs:
-        lengths = [cell_eval(c, cfg.eval.selection_runs) for c in cells]
+        lengths = [cell_eval(c, cfg.eval.selection_runs) for c in reevaluated]
         kinds.append(JobKind("reevaluate_selected", "re-evaluation", lengths, eval_gpus, "the rule's runtime"))
     return kinds
+
+
+def _profile_settings(profile: Path) -> dict:
+    """A Snakemake profile's ``config.yaml``."""
+    path = profile / "config.yaml"
+    try:
+        return load_yaml(path.read_text(), f"--profile: {str(path)!r}") or {}
+    except OSError as err:
+        raise ConfigError(f"--profile: cannot read {str(path)!r} ({err.__class__.__name__})") from None
+
+
+def profile_retries(profile: Path | None) -> int:
+    """How often a Snakemake profile has a failed job retried (``retries``); 0 where it says nothing, or with no
+    profile."""
+    retries = _profile_settings(profile).get("retries") if profile is not None else None
+    return retries if isinstance(retries, int) and retries >= 0 else 0
 
 
 def profile_runtimes(profile: Path) -> dict[str, float]:
     """Each rule's Slurm time limit in hours from a Snakemake profile's ``config.yaml`` (``set-resources`` over
     ``default-resources``; runtime in minutes); ``"*"``: the default."""
-    path = profile / "config.yaml"
-    try:
-        data = load_yaml(path.read_text(), f"--profile: {str(path)!r}") or {}
-    except OSError as err:
-        raise ConfigError(f"--profile: cannot read {str(path)!r} ({err.__class__.__name__})") from None
+    data = _profile_settings(profile)
     limits = {}
     default = _runtime(data.get("default-resources"))
     if default is not None:

@@ -150,26 +150,30 @@ def disk_turns(cfg: RunConfig, cells: list[TrainingCell]) -> tuple[int, dict[Tra
     return k, {ordered[i]: ordered[i - k] for i in range(k, len(ordered))}
 
 
-def _base_bytes(cfg: RunConfig) -> float:
+def _base_bytes(cfg: RunConfig, base: list[str] | None = None) -> float:
+    """The evaluations of base models (``base``: the model of each; every one of the config where None)."""
     evaluation = evaluation_bytes(cfg)
-    return 0.0 if evaluation is None else len(base_evaluations(cfg)) * evaluation
+    return 0.0 if evaluation is None else len(base_evaluations(cfg) if base is None else base) * evaluation
 
 
-def peak_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
-    """The workflow's peak disk as ``graft plan`` prints it: with every cell in flight, and under the budget."""
+def peak_lines(cfg: RunConfig, cells: list[TrainingCell], base: list[str] | None = None) -> list[str]:
+    """The peak disk of ``cells`` and the evaluations of ``base`` models (every one of the config where None) as
+    ``graft plan`` prints it: with every cell in flight, and under the budget."""
     footprints: list = []
-    disk_use(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg), footprints)
-    base = _base_bytes(cfg)
+    base = base_evaluations(cfg) if base is None else base
+    disk_use(cfg, cells, checkpoint_steps(cfg), base, footprints)
+    base_bytes = _base_bytes(cfg, base)
 
     def tb(value: float | None) -> str:
         return "?" if value is None else f"{value / 1e12:,.2f} TB"
 
-    peak = every = peak_bytes(footprints, base, len(cells))
-    lines = [f"  peak: {tb(every)} with all {len(cells)} cells in flight (trained, not yet pruned)"]
+    peak = every = peak_bytes(footprints, base_bytes, len(cells))
+    flight = f"all {len(cells)} cells" if len(cells) != 1 else "its one cell"
+    lines = [f"  peak: {tb(every)} with {flight} in flight (trained, not yet pruned)"]
     budget = cfg.workflow.disk_budget_gb
-    if budget is not None and not cfg.workflow.keep_checkpoints:
-        k, _ = disk_turns(cfg, cells)
-        peak = peak_bytes(footprints, base, k)
+    if budget is not None and not cfg.workflow.keep_checkpoints and cells:
+        k = cells_in_flight(cfg, footprints, base_bytes)
+        peak = peak_bytes(footprints, base_bytes, k)
         lines.append(
             f"  peak under workflow.disk_budget_gb ({budget:,g} GB): {tb(peak)}, with at most {k} cells in flight: "
             f"each cell starts training once the cell {k} places before it is pruned"
@@ -393,18 +397,6 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def summary(cfg: RunConfig, cells: list[TrainingCell]) -> str:
-    """What a person reads before submitting, which the workflow prints when it starts (a dry run included): each
-    rule's jobs with their GPU-hours, and the disk's peak. ``graft plan`` prints the whole plan. GPU work whose
-    jobs ask Slurm for no GPU is refused here (``check_gpu_ask``), so that a dry run never plans it."""
-    check_gpu_ask(cfg)
-    kinds = job_kinds(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg))
-    lines = [f"graft: {len(cells)} training cells; graft plan --config <config> prints the whole plan"]
-    lines += job_lines(kinds, *rule_limits(cfg, kinds, None))
-    lines += [line for line in peak_lines(cfg, cells) if "peak" in line or "free" in line]
-    return "\n".join(lines)
-
-
 def rule_limits(cfg: RunConfig, kinds, profile: Path | None) -> tuple[dict[str, float] | None, str | None]:
     """Each rule's time limit in hours, as Snakemake sets it: the profile's ``set-resources`` over the config's
     ``slurm`` section (graft.planning.site) over the profile's ``default-resources`` (``"*"``); and where they come
@@ -431,10 +423,7 @@ def estimate_basis(cfg: RunConfig) -> list[str]:
     w = cfg.workflow
     rates = gpu_rates(cfg)
     if rates is None and not w.generation_tokens_per_s:
-        return [
-            "job lengths: not estimated (CPU jobs, or no workflow.rollout_tokens_per_s and "
-            "workflow.generation_tokens_per_s)"
-        ]
+        return [f"job lengths: not estimated: no step time ({unpriced(cfg)}) and no workflow.generation_tokens_per_s"]
     speed = tokens_scale(cfg)
     scaled = f", an H200's x {speed:.2f}" if speed != 1 else ""
 
@@ -457,6 +446,13 @@ def estimate_basis(cfg: RunConfig) -> list[str]:
     return lines
 
 
+def unpriced(cfg: RunConfig) -> str:
+    """Why the plan prices no step (graft.planning.step_time.gpu_rates is None): CPU jobs, or a GPU without a peak."""
+    if cfg.gpu() is None:
+        return "the jobs run on CPUs, slurm.gpus: false"
+    return "the GPU has no peak: workflow.gpu_peak_tflops, or a slurm.gpu_type that graft/config/gpus.py knows, sets it"
+
+
 def deadline_line(cfg: RunConfig) -> str:
     """How long a training step may take before its job ends (graft.train.deadline); ``step_lines`` gives each kind
     of cell's."""
@@ -467,7 +463,7 @@ def deadline_line(cfg: RunConfig) -> str:
         "the longer of its cell's predicted longest step and its slowest step so far (column deadline below, before "
         "any step is measured)"
         if gpu_rates(cfg)
-        else "its slowest step so far (no step time is predicted on a CPU configuration)"
+        else f"its slowest step so far (no step time is predicted: {unpriced(cfg)})"
     )
     return (
         f"step deadline: train.step_deadline_factor {train.step_deadline_factor:g} x {reference}, at least "

@@ -34,8 +34,33 @@ def slurm_problem(which: Callable[[str], str | None] = shutil.which) -> str | No
     return (
         f"--profile slurm: no {' or '.join(missing)} on this machine's PATH; the Slurm executor submits with sbatch "
         "and polls with sacct, so run Snakemake on the cluster's login node, or here without Slurm: "
-        "snakemake --cores N all"
+        f"snakemake --cores N all (a dry run here without the site check: {SKIP_CHECK})"
     )
+
+
+SKIP_CHECK = "--config 'slurm={site_check: false}'"
+"""The setting that skips the check before submitting (``slurm.site_check``), as a command line adds it."""
+
+
+def pre_submission_check(
+    cfg: RunConfig,
+    kinds: list[JobKind],
+    jobs_per_run: int,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Callable[[list[str]], str | None] = slurm_output,
+) -> tuple[list[str], list[str]]:
+    """What the workflow checks before it submits a job to Slurm, a dry run included, where ``slurm.site_check``
+    (the default) asks for it: the problems (each one line) and warnings of ``slurm_problem``, a missing ``sinfo``
+    and ``site_check``. ``which``: a command's path, None where it is missing."""
+    if problem := slurm_problem(which):
+        return [problem], []
+    if which("sinfo") is None:
+        return [
+            "slurm: no sinfo on this machine's PATH; the check before submitting reads the cluster's partitions with "
+            "it, so run Snakemake on the cluster's login node, or, where the site keeps sinfo from its users, skip "
+            f"the check: slurm.site_check: false ({SKIP_CHECK})"
+        ], []
+    return site_check(cfg, kinds, jobs_per_run, run)
 
 
 GPU_ENV_COMMAND = "bash requirements/gpu-env.sh"

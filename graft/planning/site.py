@@ -144,7 +144,7 @@ def stop_lead_seconds(cfg: RunConfig, method: str, models: tuple[str, ...]) -> i
     """How long before its time limit a training cell's job must be warned to finish its step and save: its longest
     predicted step (dynamic sampling's every extra draw made), twice over (``STEP_MARGIN``), plus the save of an
     interim checkpoint (weights and resume state of each model at ``slurm.save_gb_per_s``) and the signal's delay,
-    in whole minutes. None where the step time has no figures (a CPU configuration)."""
+    in whole minutes. None where the step time has no figures (CPU jobs, or a GPU without a peak)."""
     longest = longest_step_seconds(cfg, get_method(method, cfg.methods), models)
     saved = [checkpoint_bytes(cfg, m) for m in models] + [resume_bytes(cfg, m) for m in models]
     if longest is None or None in saved:
@@ -360,7 +360,10 @@ def site_problems(cfg: RunConfig, partitions: dict[str, Partition]) -> list[str]
     fill, a partition it does not have, a time limit its partition does not allow, a GPU GRES type (or GPUs) its
     GPU partition does not have, and nodes smaller than the section says."""
     if not partitions:
-        return [f'slurm: sinfo lists no partition (sinfo -h -a -o "{SINFO_FORMAT}"); run Snakemake where sinfo works']
+        return [
+            f'slurm: sinfo lists no partition (sinfo -h -a -o "{SINFO_FORMAT}"); run Snakemake where sinfo works, or, '
+            "where the site keeps sinfo from its users, skip this check: slurm.site_check: false"
+        ]
     site = cfg.slurm
     names = ", ".join(sorted(partitions))
     problems = [

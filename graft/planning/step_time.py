@@ -255,7 +255,7 @@ def preset_steps(
 
 def longest_step_seconds(cfg: RunConfig, method: Method, models: tuple[str, ...]) -> float | None:
     """A cell's longest predicted step under ``scale.placement``: with dynamic sampling, every extra draw made (its
-    generation that many times over). None where the step time has no figures (a CPU configuration)."""
+    generation that many times over). None where the step time has no figures (CPU jobs, or a GPU without a peak)."""
     rates = gpu_rates(cfg)
     placement = cfg.scale.placement
     steps = None if rates is None else preset_steps(cfg, rates, method, models, placement)

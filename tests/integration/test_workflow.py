@@ -576,7 +576,10 @@ def test_every_job_runs_from_the_configured_environment_and_a_missing_one_stops_
 
 LIST_JOBS = ("--quiet", "host")
 """Replaces the Slurm profile's ``quiet: [rules]``: the dry run lists every job with its resources."""
-PAPER_DRY_RUN = ("all", "--profile", "slurm", "--dry-run", *LIST_JOBS)
+NO_SITE_CHECK = "slurm={site_check: false}"
+"""A dry run through the Slurm profile checks the site first, as a run does; this machine has no Slurm, so the dry
+runs that test something else skip it (test_a_dry_run_through_the_slurm_profile_checks_the_site_first...)."""
+PAPER_DRY_RUN = ("all", "--profile", "slurm", "--dry-run", "--config", NO_SITE_CHECK, *LIST_JOBS)
 
 
 @pytest.fixture(scope="module")
@@ -618,6 +621,7 @@ def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than
     the jobs in."""
     data = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     data["workflow"]["disk_budget_gb"] = 5000
+    data["slurm"]["site_check"] = False
     path = tmp_path / "paper.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     config = config_from_dict(data)
@@ -662,7 +666,7 @@ def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_th
 
     def dry_run(*args):
         cmd = [tool("snakemake"), "--profile", "slurm", target, *args, "--dry-run", *LIST_JOBS]
-        cmd += ["--config", f"results={results}"]
+        cmd += ["--config", f"results={results}", NO_SITE_CHECK]
         return run(*cmd, check=True)
 
     assert job_counts(dry_run()) == {}
@@ -689,6 +693,8 @@ def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
         "--configfile",
         "config/pair-8b.yaml",
         "--dry-run",
+        "--config",
+        NO_SITE_CHECK,
         *LIST_JOBS,
         check=True,
     )
@@ -740,7 +746,7 @@ def test_a_partition_and_an_account_keep_every_other_resource_of_every_job(paper
     every submitted job and change none of its other resources: the profile's defaults stay (Snakemake's
     --default-resources would have replaced them)."""
     before = job_resources(paper_dry_run)
-    site = "slurm={gpu_partition: gpu, cpu_partition: cpu, account: lab}"
+    site = "slurm={site_check: false, gpu_partition: gpu, cpu_partition: cpu, account: lab}"
     after = job_resources(run(tool("snakemake"), *PAPER_DRY_RUN, "--config", site, check=True))
     assert before.keys() == after.keys() and len(before) > 600
     local = {"collect_evaluations", "prune_checkpoints", "all"}  # never submitted
@@ -808,21 +814,56 @@ def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp
     assert not results.exists()  # no job output, and no config snapshot: no job ran
 
 
-def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_before_any_job(tmp_path):
-    """The site check before the first job (Snakefile onstart): here Slurm's commands print what a one-partition
-    cluster's print (recorded), and the config names a GPU partition it does not have."""
+def recorded_slurm(tmp_path: Path, sinfo: str) -> dict[str, str]:
+    """An environment whose Slurm commands print what a cluster's print (``sinfo``: its partitions, recorded)."""
     tools = tmp_path / "bin"
     tools.mkdir()
     for name in ("bash", "sh", "env", "which", "python3"):
         (tools / name).symlink_to(shutil.which(name))
-    recorded = {"sinfo": "debug*|infinite|(null)|2|1000", "scontrol": "ProctrackType           = proctrack/linuxproc"}
+    recorded = {"sinfo": sinfo, "scontrol": "ProctrackType           = proctrack/linuxproc"}
     for name in ("sbatch", "sacct", *recorded):
         (tools / name).write_text(f"#!/bin/sh\necho '{recorded.get(name, '')}'\n")
         (tools / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{BIN}:{tools}"}
+
+
+def test_a_dry_run_through_the_slurm_profile_checks_the_site_first_unless_the_config_skips_it(tmp_path):
+    """A dry run skips Snakemake's onstart, where a run checks the site, so the workflow checks it while it is
+    parsed: here sinfo lists A100s only and the paper config asks for H200s. With slurm.site_check false the dry
+    run plans the one cell asked for, and the summary counts that cell's jobs by the profile it read."""
+    results = tmp_path / "results"
+    target = results / "eval_selected" / "graft" / "P1" / "seed0"
+    cmd = [tool("snakemake"), target, "--profile", "slurm", "--dry-run", "--config", f"results={results}"]
+    env = recorded_slurm(tmp_path, "gpu*|3-00:00:00|gpu:a100:4|64|480000")
+    refused = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    lines = refused.stderr.strip().splitlines()
+    assert lines[-1] == "slurm.gpu_type: 'h200' is no GPU GRES type of partition 'gpu'; its types: a100"
+    assert "Building DAG of jobs..." not in refused.stdout + refused.stderr  # before any job is planned
+    cmd.append(NO_SITE_CHECK)
+    skipped = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    assert skipped.returncode == 0, skipped.stderr[-2000:]
+    counts = job_counts(skipped)
+    assert {rule: counts[rule] for rule in GPU_RULES if rule in counts} == {
+        "train": 1,
+        "evaluate_checkpoints": 7,
+        "reevaluate_selected": 1,
+    }
+    summary = skipped.stderr.splitlines()
+    assert f"graft: targets {target}; executor slurm; profile workflow/profiles/slurm" in summary
+    needs = "graft: they need 1 of the config's 56 training cells: graft/P1/seed0;"
+    assert any(line.startswith(needs) for line in summary)
+    assert "GPU-hours: training 30, evaluation 42, re-evaluation 6" in summary
+    assert not results.exists()
+
+
+def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_before_any_job(tmp_path):
+    """The site check before the first job (Snakefile onstart): here Slurm's commands print what a one-partition
+    cluster's print (recorded), and the config names a GPU partition it does not have."""
+    env = recorded_slurm(tmp_path, "debug*|infinite|(null)|2|1000")
     results = tmp_path / "results"
     cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
     cmd += ["--config", f"results={results}", "slurm={gpu_partition: gpu}"]
-    env = {**os.environ, "PATH": f"{BIN}:{tools}"}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]

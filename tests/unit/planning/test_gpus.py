@@ -13,8 +13,10 @@ from graft.config import config_from_dict, load_config
 from graft.config.gpus import GPUS, REFERENCE, job_gpu, known_spellings, recognise
 from graft.errors import ConfigError
 from graft.planning.job_lengths import evaluation_hours
-from graft.planning.plan import describe, gpu_ask_problem, summary, training_cells
+from graft.planning.plan import describe, gpu_ask_problem, training_cells
 from graft.planning.step_time import gpu_rates
+from graft.planning.targets import Invocation, needed_cells, summary
+from graft.results import ResultsTree
 
 PAPER = Path("config/paper.yaml")
 
@@ -142,6 +144,26 @@ def test_cpu_jobs_have_no_gpu_and_count_no_gpu_hours():
     assert "GPU: none, the jobs run on CPUs (slurm.gpus: false)" in describe(smoke, "smoke").splitlines()
 
 
+def test_a_gpu_config_that_prices_no_step_is_told_why_and_not_called_cpu_jobs(tmp_path):
+    """The worked example's 4-GPU vLLM pair on any GPU of the partition, with its memory only: the plan has no
+    peak to price a step with, and says so; CPU jobs are named as such."""
+    raw = yaml.safe_load(Path("config/examples/own-pair.yaml").read_text())
+    raw["slurm"]["gpu_type"] = None
+    raw["scale"]["gpu_memory_gb"] = 80
+    del raw["workflow"]["environment"]
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text('{"id": "p0", "problem": "What is 1 + 1?", "answer": "2"}\n')
+    raw["data"] = {"train": str(problems), "validation": str(problems)}
+    raw["eval"]["validation"] = str(problems)
+    lines = describe(config_from_dict(raw), "own-pair").splitlines()
+    why = "the GPU has no peak: workflow.gpu_peak_tflops, or a slurm.gpu_type that graft/config/gpus.py knows, sets it"
+    assert f"job lengths: not estimated: no step time ({why}) and no workflow.generation_tokens_per_s" in lines
+    deadline = next(line for line in lines if line.startswith("step deadline:"))
+    assert f"its slowest step so far (no step time is predicted: {why})" in deadline and "CPU" not in deadline
+    smoke = describe(load_config("config/smoke.yaml"), "smoke")
+    assert "its slowest step so far (no step time is predicted: the jobs run on CPUs, slurm.gpus: false)" in smoke
+
+
 def test_a_config_that_names_its_gpus_while_asking_for_none_is_refused_in_one_line():
     for sections, named in (
         ({"slurm": {"gpus": False}}, "slurm.gpu_type"),
@@ -176,5 +198,7 @@ def test_vllms_gpu_build_in_the_jobs_environment_without_a_gpu_ask_is_refused_be
         # graft plan, and the summary Snakemake prints when it starts (a dry run included)
         with pytest.raises(ConfigError, match=r"^slurm\.gpus: false, but it samples with vLLM's GPU build"):
             describe(cfg, "own-pair")
+        cells = training_cells(cfg)
+        needed = needed_cells(cfg, cells, [], ResultsTree(cfg.results), {})
         with pytest.raises(ConfigError, match=r"^slurm\.gpus: false, but it samples with vLLM's GPU build"):
-            summary(cfg, training_cells(cfg))
+            summary(cfg, cells, needed, Invocation([], "slurm"))

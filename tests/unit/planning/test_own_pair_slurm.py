@@ -40,8 +40,8 @@ def filled_example(root: Path) -> Path:
 def test_the_worked_example_asks_slurm_for_its_gpus_and_its_share_of_the_nodes(tmp_path):
     tools = tmp_path / "bin"
     tools.mkdir()
-    # the Slurm executor plugin wants a status command (sacct) where it loads; a dry run calls none
-    for name, output in (("sinfo", SINFO), ("sacct", "")):
+    # a dry run checks the site as a run does: sbatch and sacct there, the config's slurm section against sinfo
+    for name, output in (("sinfo", SINFO), ("sbatch", ""), ("sacct", "")):
         (tools / name).write_text(f"#!/bin/sh\nprintf '{output}'\n")
         (tools / name).chmod(0o755)
     work = tmp_path / "work"
@@ -52,6 +52,7 @@ def test_the_worked_example_asks_slurm_for_its_gpus_and_its_share_of_the_nodes(t
     before = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
     done = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert f"graft: targets all; executor slurm; profile {ROOT / 'workflow/profiles/slurm'}" in done.stderr
     jobs = {}
     for block in re.finditer(r"^rule (\w+):\n((?:    .*\n)+)", done.stdout + done.stderr, re.M):
         fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(2), re.M))
