@@ -14,6 +14,7 @@ import yaml
 from graft.config import config_from_dict
 from graft.errors import ConfigError
 from graft.names import NAME_PATTERN
+from graft.planning.data import check_data
 from graft.planning.job_lengths import evaluation_parts, job_kinds
 from graft.planning.launch import train_launcher
 from graft.planning.plan import (
@@ -44,6 +45,13 @@ from graft.results import ResultsTree, write_text
 from graft.train.run_state import IDENTITY
 
 CFG = config_from_dict(config)
+# every data file the config names is read before any job: the first bad line, or a file that no rule makes, is one
+# line now rather than a failed job on a GPU node
+if workflow.is_main_process:
+    try:
+        check_data(CFG)
+    except ConfigError as err:
+        sys.exit(f"graft: error: {err}")
 R = CFG.results
 TREE = ResultsTree(R)
 # The merged config (config file plus --config overrides) every job reads, named by its content: written when jobs
