@@ -74,6 +74,8 @@ onstart:
         sys.exit(problem)
     if ENVIRONMENT is not None and (problem := environment_problem(ENVIRONMENT)):
         sys.exit(problem)
+    if workflow.is_main_process and (problem := results_disk_problem()):
+        sys.exit(problem)
     # the Slurm executor plugin waits forever on a preempted job that Slurm does not requeue: retried instead
     if workflow.executor_plugin.name == "slurm":
         retry_preempted_jobs(
@@ -81,6 +83,7 @@ onstart:
         )
     if workflow.is_main_process:
         snapshot_config()
+        export_attempts()
 
 
 rule all:

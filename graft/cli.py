@@ -543,11 +543,13 @@ def _check_site(config: RunConfig, profile: Path | None) -> int:
 def _cmd_cells(args: argparse.Namespace) -> int:
     from graft.planning.plan import disk_turns, training_cells
     from graft.planning.targets import cell_lines, cell_rows
+    from graft.planning.turns import failed_cells
 
     config = load_config(args.config, args.settings)
     cells = training_cells(config)
-    _, turns = disk_turns(config, cells)
-    print("\n".join(cell_lines(cell_rows(config, cells, ResultsTree(config.results), turns), args.format == "tsv")))
+    tree = ResultsTree(config.results)
+    _, turns = disk_turns(config, cells, failed_cells(cells, tree))
+    print("\n".join(cell_lines(cell_rows(config, cells, tree, turns), args.format == "tsv")))
     return 0
 
 

@@ -237,6 +237,12 @@ class RunDir:
         return self.root / "pruned.json"
 
     @property
+    def failed(self) -> Path:
+        """That the cell's training job failed on its last attempt, and when it first did (graft.workflow.failures);
+        no output of any rule, so it stays when Snakemake removes the failed job's outputs."""
+        return self.root / "failed.json"
+
+    @property
     def checkpoint_root(self) -> Path:
         return self.root / "checkpoints"
 

@@ -15,16 +15,18 @@ from graft.config import config_from_dict
 from graft.errors import ConfigError
 from graft.names import NAME_PATTERN
 from graft.planning.data import check_data
-from graft.planning.job_lengths import evaluation_parts, job_kinds
+from graft.planning.job_lengths import evaluation_parts, job_hours, job_kinds
 from graft.planning.launch import train_launcher
 from graft.planning.plan import (
     base_seeds,
     checkpoint_steps,
+    disk_problem,
     disk_turns,
     main_cells,
     training_cells,
 )
 from graft.planning.preflight import environment_problem, pre_submission_check
+from graft.workflow.failures import ATTEMPTS_ENV
 from graft.workflow.reruns import (
     changed_runs,
     changed_runs_message,
@@ -38,7 +40,8 @@ from graft.workflow.reruns import (
     toy_model_params,
     train_params,
 )
-from graft.planning.site import rule_resources, stop_lead_seconds
+from graft.planning.site import rule_resources, runtime_asks, stop_lead_seconds
+from graft.planning.turns import failed_cells
 from graft.planning.targets import Invocation, Stage, needed_cells, summary
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
@@ -66,8 +69,13 @@ CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 # The cells rule all runs (workflow.main_cells); rule full runs every cell
 MAIN = {(c.method, c.cell, c.seed): c for c in main_cells(CFG, list(CELLS.values()))}
 STEPS = checkpoint_steps(CFG)
-# workflow.disk_budget_gb: the cell whose pruning each cell waits for before it trains
-IN_FLIGHT, DISK_TURN = disk_turns(CFG, list(CELLS.values()))
+# workflow.disk_budget_gb: the cell whose pruning each cell waits for before it trains; a cell whose training failed
+# on its last attempt (its failed.json) keeps its place, and the cells behind it move (graft.planning.turns)
+try:
+    FAILED = failed_cells(list(CELLS.values()), TREE)
+except ConfigError as err:
+    sys.exit(f"graft: error: {err}")
+IN_FLIGHT, DISK_TURN = disk_turns(CFG, list(CELLS.values()), FAILED)
 TOY = CFG.toy is not None
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"
@@ -205,10 +213,29 @@ def train_nodes():
     return {"nodes": n, **({"tasks": n, "mpi": "srun"} if n > 1 else {})}
 
 
-def site_resources(rule):
-    """``rule``'s Slurm resources from the config's ``slurm`` section (graft.planning.site): the one place of the
-    site's partitions, account, GPU type and time limit."""
-    return rule_resources(CFG, rule)
+# Each GPU job's time limit: its predicted length x slurm.runtime_factor, a training job's plus its stop lead,
+# within the site's limit (graft.planning.site.runtime_asks), by rule and wildcards
+ASKS = runtime_asks(
+    CFG, list(CELLS.values()), job_hours(CFG, list(CELLS.values()), STEPS)
+)
+
+
+def job_key(rule_name, wc):
+    """A GPU job's key in ASKS (graft.planning.job_lengths.job_hours)."""
+    if rule_name == "evaluate_base":
+        return (wc.model,)
+    key = (wc.method, wc.cell, int(wc.seed))
+    return (*key, int(wc.part)) if rule_name == "evaluate_checkpoints" else key
+
+
+def site_resources(rule_name):
+    """``rule_name``'s Slurm resources from the config's ``slurm`` section (graft.planning.site): the one place of
+    the site's partitions, account, GPU type and time limits; a job with a predicted length asks for its own
+    (ASKS)."""
+    resources = rule_resources(CFG, rule_name)
+    if rule_name in ASKS:
+        resources["runtime"] = lambda wc: ASKS[rule_name][job_key(rule_name, wc)]
+    return resources
 
 
 def stop_signal():
@@ -273,6 +300,24 @@ NEEDED = (
     if INVOCATION is None
     else needed_cells(CFG, list(CELLS.values()), INVOCATION.targets, TREE, DISK_TURN)
 )
+
+
+def results_disk_problem():
+    """Why the outputs of the cells this invocation needs will not fit under results:, in one line naming the
+    workflow.disk_budget_gb to set, or None (graft.planning.plan.disk_problem; the summary warns of the same).
+    """
+    if TOY:
+        return None
+    if NEEDED is None:
+        return disk_problem(CFG, list(CELLS.values()))
+    return disk_problem(CFG, NEEDED.cells(), NEEDED.base)
+
+
+def export_attempts():
+    """Tell the jobs how many attempts a job has (graft.workflow.failures: a training job's last records its
+    failure): Snakemake starts each with its attempt but without the retries, and they inherit this environment.
+    """
+    os.environ[ATTEMPTS_ENV] = str(workflow.execution_settings.retries + 1)
 
 
 def slurm_site_problem(retries):

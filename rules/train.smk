@@ -17,6 +17,8 @@ rule train:
     resources:
         **train_nodes(),
         **site_resources("train"),
+        # the shell's, for the record of a failure on the last attempt (graft.workflow.failures); no Slurm resource
+        attempt=lambda wc, attempt: attempt,
         **stop_signal(),
     params:
         config=snapshot_param,
@@ -42,7 +44,10 @@ rule train:
         # On SIGTERM (preemption) the trainer saves before it exits: the shell waits for it instead of ending first,
         # which would end the Slurm job step and kill the trainer mid-save. --resume alone: a retry continues, a
         # finished run is kept (graft.train.run_state); a run of other settings is retrained only by choice, its
-        # records moved aside before the jobs are planned (graft.workflow.reruns.retrain_changed).
+        # records moved aside before the jobs are planned (graft.workflow.reruns.retrain_changed). A failure on the
+        # last attempt is recorded beside the run (graft.workflow.failures), which moves the cells waiting for it to
+        # another lane of the disk budget's (graft.planning.turns).
         "trap : TERM; {params.launcher} train --config {params.config:q} --method {wildcards.method} --models {params.models}"
         " --seed {wildcards.seed} --out {params.out:q} --resume --threads {params.threads_each}"
-        " {params.archive} {params.evaluate} 2> {log:q}"
+        " {params.archive} {params.evaluate} 2> {log:q} || {{ code=$?; python -m graft.workflow.failures"
+        " --run {params.out:q} --attempt {resources.attempt} --exit $code 2>> {log:q}; exit $code; }}"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
 
 from graft.typed_config import (
+    Bounds,
     Count,
     FieldError,
     Positive,
@@ -51,11 +53,19 @@ class SlurmSpec:
     """GPUs of one node of the GPU partition (the count of ``sinfo -o %G``'s ``gpu:<type>:<count>``), which a job's
     share of the node's CPUs and memory is counted in. None: as ``node_cpus``."""
     max_runtime_hours: Positive | None = None
-    """The longest time limit the site allows a job (the GPU partition's MaxTime, ``sinfo -o %l``): training jobs
-    ask for it; None: the profile's runtime."""
+    """The longest time limit the site allows a job (the GPU partition's MaxTime, ``sinfo -o %l``): no job asks for
+    more, and a training job without a predicted length (CPU jobs, a GPU without a peak) asks for it; None: no cap,
+    and the profile's runtime where a job has no predicted length."""
     evaluation_hours: Positive | None = None
-    """The time limit of an evaluation job, at most ``max_runtime_hours``; ``graft plan`` prints each job's estimated
-    length beside it (``workflow.eval_checkpoints_per_job`` shortens checkpoint evaluations). None: the profile's."""
+    """The longest time limit of an evaluation job, at most ``max_runtime_hours``; ``graft plan`` prints each job's
+    estimated length beside it (``workflow.eval_checkpoints_per_job`` shortens checkpoint evaluations). None: the
+    profile's."""
+    runtime_factor: Annotated[float, Bounds(ge=1)] = 2.0
+    """Each GPU job asks Slurm for its predicted length (``graft plan``) times this, a training job plus the lead of
+    Slurm's warning before its limit, within ``max_runtime_hours`` and ``evaluation_hours``
+    (graft.planning.site.runtime_hours). 2: the step time's predictions run up to 1.8 times short of the paper's
+    measured steps (a co-trained pair's are a floor, docs/paper-on-slurm.md); a job that reaches its limit all the
+    same saves and resumes in its retry, so a short ask costs a requeue, not work, and a long one a later start."""
     site_check: bool = True
     """Check the site before a job is submitted to Slurm, a dry run included (graft.planning.preflight
     .pre_submission_check): sbatch, sacct and sinfo on the PATH, this section against ``sinfo``, ``sacctmgr`` and

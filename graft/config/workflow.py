@@ -170,10 +170,13 @@ class WorkflowSpec:
     trained anew, its records and evaluations kept under <run>/replaced/<UTC time>/ (``graft train --retrain``).
     A longer ``train.steps`` continues finished runs (their resume state kept) whatever this says."""
     disk_budget_gb: Positive | None = None
-    """The most disk (GB) the results tree may hold at once. A cell holds every checkpoint from the start of its
-    training until rule ``prune_checkpoints`` follows its last evaluation; with a budget, a cell starts training
-    only once the cell that many places before it in the plan is pruned, so that at most as many cells are in
-    flight as fit (``graft plan`` prints the number and the peak). None: every cell may be in flight at once."""
+    """The most disk (GB) the results tree may hold at once, below the quota where ``results:`` points
+    (docs/paper-on-slurm.md). A cell holds every checkpoint from the start of its training until rule
+    ``prune_checkpoints`` follows its last evaluation; with a budget, the cells take turns in as many lanes as fit
+    (``graft plan`` prints the number and the peak), a cell starting once the cell before it in its lane is pruned,
+    and a cell whose training fails on its last attempt keeps its place while the next invocation moves the cells
+    behind it to another lane (graft.planning.turns). None: every cell may be in flight at once. Where the peak
+    exceeds the free space under ``results:``, the workflow stops before any job with the budget to set."""
     hf_home: str | None = None
     """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline

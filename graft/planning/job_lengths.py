@@ -76,22 +76,15 @@ def evaluation_parts(steps: list[int], per_job: int | None) -> list[list[int]]:
     return [steps[i : i + size] for i in range(0, len(steps), size)]
 
 
-def job_kinds(
-    cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str], evaluated=None, reevaluated=None
-) -> list[JobKind]:
-    """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.planning.plan.TrainingCell) with checkpoint
-    ``steps``; ``base_evaluations``: the model of each evaluation of a base model. ``evaluated`` and
-    ``reevaluated``: the cells whose checkpoints are evaluated, and whose selected ones are evaluated again (every
-    one of ``cells`` where None; fewer where the targets ask for less, such as a cell's ``done.json``)."""
-    evaluated = cells if evaluated is None else evaluated
-    reevaluated = cells if reevaluated is None else reevaluated
-    w = cfg.workflow
-    # CPU jobs (slurm.gpus false) hold no GPU, so they count no GPU-hours
-    gpus, eval_gpus = (cfg.scale.processes * cfg.scale.nodes, 1) if cfg.slurm.gpus else (0, 0)
+def job_hours(cfg: RunConfig, cells, steps: list[int]) -> dict[str, dict[tuple, float | None]]:
+    """Each GPU job's estimated hours, per rule, by its wildcards: ``train`` and ``reevaluate_selected`` by (method,
+    cell, seed), ``evaluate_checkpoints`` by (method, cell, seed, part), ``evaluate_base`` by (model,); for
+    ``cells`` (graft.planning.plan.TrainingCell) with checkpoint ``steps``. None where a figure a job's length
+    rests on is missing."""
     rates = gpu_rates(cfg)
+    placement = cfg.scale.placement
 
     def train_hours(cell) -> float | None:
-        placement = cfg.scale.placement
         parts = None if rates is None else cell_steps(cfg, rates, cell.method, cell.models, placement)
         return None if parts is None else cfg.train.steps * step_seconds(parts, placement) / 3600
 
@@ -101,28 +94,60 @@ def job_kinds(
         hours = [each[m] for m in cell.models]
         return None if None in hours else evaluations * sum(hours)
 
+    hours: dict[str, dict[tuple, float | None]] = {"train": {(c.method, c.cell, c.seed): train_hours(c) for c in cells}}
+    if cfg.eval is None:
+        return hours
+    hours["evaluate_base"] = {(model,): each[model] for model in cfg.models}
+    if not cfg.workflow.eval_in_train:
+        parts = evaluation_parts(steps, cfg.workflow.eval_checkpoints_per_job)
+        hours["evaluate_checkpoints"] = {
+            (c.method, c.cell, c.seed, index): cell_eval(c, len(part))
+            for c in cells
+            for index, part in enumerate(parts)
+        }
+    if cfg.eval.selection_runs:
+        hours["reevaluate_selected"] = {
+            (c.method, c.cell, c.seed): cell_eval(c, cfg.eval.selection_runs) for c in cells
+        }
+    return hours
+
+
+def job_kinds(
+    cfg: RunConfig, cells, steps: list[int], base_evaluations: list[str], evaluated=None, reevaluated=None
+) -> list[JobKind]:
+    """Every kind of GPU job ``snakemake all`` submits for ``cells`` (graft.planning.plan.TrainingCell) with checkpoint
+    ``steps``, their lengths from ``job_hours``; ``base_evaluations``: the model of each evaluation of a base model.
+    ``evaluated`` and ``reevaluated``: the cells whose checkpoints are evaluated, and whose selected ones are
+    evaluated again (every one of ``cells`` where None; fewer where the targets ask for less, such as a cell's
+    ``done.json``)."""
+    evaluated = cells if evaluated is None else evaluated
+    reevaluated = cells if reevaluated is None else reevaluated
+    # CPU jobs (slurm.gpus false) hold no GPU, so they count no GPU-hours
+    gpus, eval_gpus = (cfg.scale.processes * cfg.scale.nodes, 1) if cfg.slurm.gpus else (0, 0)
+    hours = job_hours(cfg, [*dict.fromkeys([*cells, *evaluated, *reevaluated])], steps)
     kinds = [
         JobKind(
             "train",
             "training",
-            [train_hours(c) for c in cells],
+            [hours["train"][(c.method, c.cell, c.seed)] for c in cells],
             gpus,
             "train.checkpoint_minutes (a job killed at its limit resumes from its last checkpoint when retried)",
         )
     ]
     if cfg.eval is None:
         return kinds
-    kinds.append(
-        JobKind("evaluate_base", "evaluation", [each[m] for m in base_evaluations], eval_gpus, "the rule's runtime")
-    )
-    if not w.eval_in_train:
-        parts = evaluation_parts(steps, w.eval_checkpoints_per_job)
-        lengths = [cell_eval(c, len(part)) for c in evaluated for part in parts]
+    base = [hours["evaluate_base"][(model,)] for model in base_evaluations]
+    kinds.append(JobKind("evaluate_base", "evaluation", base, eval_gpus, "the rule's runtime"))
+    if "evaluate_checkpoints" in hours:
+        parts = len(evaluation_parts(steps, cfg.workflow.eval_checkpoints_per_job))
+        lengths = [
+            hours["evaluate_checkpoints"][(c.method, c.cell, c.seed, i)] for c in evaluated for i in range(parts)
+        ]
         kinds.append(
             JobKind("evaluate_checkpoints", "evaluation", lengths, eval_gpus, "workflow.eval_checkpoints_per_job")
         )
-    if cfg.eval.selection_runs:
-        lengths = [cell_eval(c, cfg.eval.selection_runs) for c in reevaluated]
+    if "reevaluate_selected" in hours:
+        lengths = [hours["reevaluate_selected"][(c.method, c.cell, c.seed)] for c in reevaluated]
         kinds.append(JobKind("reevaluate_selected", "re-evaluation", lengths, eval_gpus, "the rule's runtime"))
     return kinds
 

@@ -7,6 +7,7 @@ asks this module for the list, and ``graft plan`` prints it with an estimate of 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from graft.planning.disk import (
     peak_bytes,
     resume_bytes,
 )
-from graft.planning.job_lengths import job_kinds, job_lines, profile_runtimes
+from graft.planning.job_lengths import job_hours, job_kinds, job_lines, profile_runtimes
 from graft.planning.memory import (
     DTYPE_BYTES,
     GB,
@@ -40,7 +41,7 @@ from graft.planning.memory import (
     rollout_kv_tokens,
     shards_per_model,
 )
-from graft.planning.site import check_time_limit, runtime_hours
+from graft.planning.site import check_time_limit, runtime_asks, runtime_hours
 from graft.planning.step_time import (
     DEADLINE_FLOOR_S,
     FIRST_STEP_ALLOWANCE,
@@ -51,6 +52,7 @@ from graft.planning.step_time import (
     step_seconds,
     tokens_scale,
 )
+from graft.planning.turns import waits
 from graft.results import ResultsTree, RunDir, replay_cell
 
 
@@ -137,17 +139,22 @@ def disk_order(cfg: RunConfig, cells: list[TrainingCell]) -> list[TrainingCell]:
     ]
 
 
-def disk_turns(cfg: RunConfig, cells: list[TrainingCell]) -> tuple[int, dict[TrainingCell, TrainingCell]]:
+def disk_turns(
+    cfg: RunConfig, cells: list[TrainingCell], failed: dict[TrainingCell, str] | None = None
+) -> tuple[int, dict[TrainingCell, TrainingCell]]:
     """How many cells may be in flight at once under ``workflow.disk_budget_gb`` (graft.planning.disk), and for
-    each cell that must wait its turn, the cell whose pruning it waits for (the one that many places before it
-    in ``disk_order``). Without a budget, or with every checkpoint kept, no cell waits."""
+    each cell that must wait its turn, the cell whose pruning it waits for (the one that many places before it in
+    ``disk_order``; graft.planning.turns.waits moves the cells that waited for one that ``failed`` for good, with
+    the time it first did). Without a budget, or with every checkpoint kept, no cell waits."""
     ordered = disk_order(cfg, cells)
     footprints: list = []
     disk_use(cfg, ordered, checkpoint_steps(cfg), base_evaluations(cfg), footprints)
     k = cells_in_flight(cfg, footprints, _base_bytes(cfg))
     if cfg.workflow.keep_checkpoints:
         return k, {}
-    return k, {ordered[i]: ordered[i - k] for i in range(k, len(ordered))}
+    runs = {(c.cell, c.seed): c for c in cells if c.method == "grpo_n8"}
+    sources = {c: runs[(c.peer, c.seed)] for c in cells if c.peer is not None}
+    return k, waits(ordered, k, failed or {}, sources)
 
 
 def _base_bytes(cfg: RunConfig, base: list[str] | None = None) -> float:
@@ -156,37 +163,76 @@ def _base_bytes(cfg: RunConfig, base: list[str] | None = None) -> float:
     return 0.0 if evaluation is None else len(base_evaluations(cfg) if base is None else base) * evaluation
 
 
+FREE_SHARE = 0.9
+"""The budget a workflow that does not fit is told to set: this share of what it may use where ``results:`` points
+(the free space and what the tree already holds), the rest left for what the plan does not count (the downloaded
+models, logs, Snakemake's records) and for the file system's other users."""
+
+
+def _tb(value: float | None) -> str:
+    return "?" if value is None else f"{value / 1e12:,.2f} TB"
+
+
+def _in_flight(count: int) -> str:
+    return f"all {count} cells" if count != 1 else "its one cell"
+
+
 def peak_lines(cfg: RunConfig, cells: list[TrainingCell], base: list[str] | None = None) -> list[str]:
     """The peak disk of ``cells`` and the evaluations of ``base`` models (every one of the config where None) as
-    ``graft plan`` prints it: with every cell in flight, and under the budget."""
+    ``graft plan`` prints it: with every cell in flight, and under the budget; the free space where ``results:``
+    points, and a warning where the peak does not fit there (``disk_problem``)."""
     footprints: list = []
     base = base_evaluations(cfg) if base is None else base
     disk_use(cfg, cells, checkpoint_steps(cfg), base, footprints)
     base_bytes = _base_bytes(cfg, base)
-
-    def tb(value: float | None) -> str:
-        return "?" if value is None else f"{value / 1e12:,.2f} TB"
-
-    peak = every = peak_bytes(footprints, base_bytes, len(cells))
-    flight = f"all {len(cells)} cells" if len(cells) != 1 else "its one cell"
-    lines = [f"  peak: {tb(every)} with {flight} in flight (trained, not yet pruned)"]
+    every = peak_bytes(footprints, base_bytes, len(cells))
+    lines = [f"  peak: {_tb(every)} with {_in_flight(len(cells))} in flight (trained, not yet pruned)"]
     budget = cfg.workflow.disk_budget_gb
     if budget is not None and not cfg.workflow.keep_checkpoints and cells:
         k = cells_in_flight(cfg, footprints, base_bytes)
-        peak = peak_bytes(footprints, base_bytes, k)
         lines.append(
-            f"  peak under workflow.disk_budget_gb ({budget:,g} GB): {tb(peak)}, with at most {k} cells in flight: "
-            f"each cell starts training once the cell {k} places before it is pruned"
+            f"  peak under workflow.disk_budget_gb ({budget:,g} GB): {_tb(peak_bytes(footprints, base_bytes, k))}, "
+            f"with at most {k} cells in flight: each cell starts training once the cell {k} places before it is pruned"
         )
-    free = free_bytes(cfg.results)
-    if free is not None and peak is not None and peak > free:
-        lines.append(
-            f"  {cfg.results}: {tb(free)} free, LESS than the peak; point results: at scratch storage, "
-            "or set workflow.disk_budget_gb below its free space"
-        )
-    elif free is not None:
-        lines.append(f"  {cfg.results}: {tb(free)} free")
+    problem = disk_problem(cfg, cells, base)
+    if problem is not None:
+        lines.append(f"  warning: {problem}")
+    elif (free := free_bytes(cfg.results)) is not None:
+        lines.append(f"  {cfg.results}: {_tb(free)} free")
     return [*lines, *resume_write_lines(cfg, cells)]
+
+
+def disk_problem(cfg: RunConfig, cells: list[TrainingCell], base: list[str] | None = None) -> str | None:
+    """Why the results tree will not fit where ``results:`` points, in one line naming the
+    ``workflow.disk_budget_gb`` to set, or None: the peak of ``cells`` and the evaluations of ``base`` models (every
+    one of the config where None), every cell in flight or under the budget, against what the tree may use there,
+    the file system's free space and what it already holds (a resumed workflow's outputs are part of its peak). A
+    quota, which the free space does not show, is the user's to read (docs/paper-on-slurm.md). The workflow stops
+    on it before any job; a dry run and ``graft plan`` warn."""
+    footprints: list = []
+    base = base_evaluations(cfg) if base is None else base
+    disk_use(cfg, cells, checkpoint_steps(cfg), base, footprints)
+    base_bytes = _base_bytes(cfg, base)
+    budget = cfg.workflow.disk_budget_gb
+    budgeted = budget is not None and not cfg.workflow.keep_checkpoints and bool(cells)
+    peak = peak_bytes(footprints, base_bytes, cells_in_flight(cfg, footprints, base_bytes) if budgeted else len(cells))
+    free = free_bytes(cfg.results)
+    if peak is None or free is None or peak <= free:
+        return None
+    held = tree_bytes(cfg.results)
+    if peak <= free + held:
+        return None
+    where = f"{cfg.results}: {_tb(free)} free" + (f" and {_tb(held)} in its results" if held else "")
+    of = f"under workflow.disk_budget_gb ({budget:,g} GB)" if budgeted else f"with {_in_flight(len(cells))} in flight"
+    fits = math.floor(FREE_SHARE * (free + held) / GB)
+    least = peak_bytes(footprints, base_bytes, 1)
+    if least is not None and least > fits * GB:
+        fix = f"one cell in flight at a time needs {_tb(least)}: point results: at storage with that much free"
+    else:
+        fix = (
+            f"set workflow.disk_budget_gb: {fits} ({FREE_SHARE:.0%} of that), below your quota (docs/paper-on-slurm.md)"
+        )
+    return f"{where}, less than the workflow's peak of {_tb(peak)} {of}; {fix}"
 
 
 def free_bytes(results: str) -> float | None:
@@ -198,6 +244,23 @@ def free_bytes(results: str) -> float | None:
         return float(shutil.disk_usage(path).free)
     except OSError:
         return None
+
+
+def tree_bytes(results: str) -> float:
+    """What the files under ``results`` hold, in bytes; 0 where it does not exist. Links are not followed."""
+    total, stack = 0, [str(results)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return float(total)
 
 
 def resume_write_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
@@ -394,7 +457,24 @@ def describe(cfg: RunConfig, source: str, profile: Path | None = None) -> str:
     lines += step_lines(cfg, cells)
     kinds = job_kinds(cfg, cells, steps, base)
     lines += job_lines(kinds, *rule_limits(cfg, kinds, profile))
+    lines += ask_lines(cfg, cells, steps)
     return "\n".join(lines)
+
+
+def ask_lines(cfg: RunConfig, cells: list[TrainingCell], steps: list[int]) -> list[str]:
+    """The time limits the GPU jobs ask Slurm for, per rule, where their lengths are predicted
+    (graft.planning.site.runtime_asks; a dry run with ``--quiet host`` lists each job's)."""
+    asks = runtime_asks(cfg, cells, job_hours(cfg, cells, steps))
+    if not asks:
+        return []
+    spans = []
+    for rule, minutes in asks.items():
+        least, most = min(minutes.values()) / 60, max(minutes.values()) / 60
+        spans.append(f"{rule} {least:.1f} h" if least == most else f"{rule} {least:.1f}-{most:.1f} h")
+    return [
+        f"time limits asked (hours; the predicted length x slurm.runtime_factor {cfg.slurm.runtime_factor:g}, a "
+        f"training job's plus its stop lead, within the site's limit): {', '.join(spans)}"
+    ]
 
 
 def rule_limits(cfg: RunConfig, kinds, profile: Path | None) -> tuple[dict[str, float] | None, str | None]:

@@ -32,24 +32,48 @@ SIGNAL_DELAY_S = 60
 """Slurm sends the warning when it next checks the time limits (about every 30 s), so up to this much late."""
 
 
-def runtime_hours(cfg: RunConfig, rule: str) -> float | None:
-    """The time limit ``rule``'s jobs ask for: training ``slurm.max_runtime_hours``, an evaluation
-    ``slurm.evaluation_hours`` but never more; None (the profile's runtime) where those are unset and for the rules
-    that do not run on GPUs."""
+def runtime_hours(cfg: RunConfig, rule: str, predicted: float | None = None, lead_s: float = 0) -> float | None:
+    """The time limit a job of ``rule`` asks for: its ``predicted`` length in hours (graft.planning.job_lengths)
+    times ``slurm.runtime_factor``, plus ``lead_s``, a training job's warning before its limit
+    (``stop_lead_seconds``), within the site's limit: training ``slurm.max_runtime_hours``, an evaluation
+    ``slurm.evaluation_hours`` and never more. Without a prediction (CPU jobs, a GPU without a peak) the site's
+    limit itself; None (the profile's runtime) where neither is known, and for the rules that do not run on GPUs."""
     site = cfg.slurm
-    if rule == "train":
-        return site.max_runtime_hours
-    if rule not in GPU_RULES or site.evaluation_hours is None:
+    if rule not in GPU_RULES:
         return None
-    return min(site.evaluation_hours, site.max_runtime_hours or site.evaluation_hours)
+    limits = [site.max_runtime_hours] if rule == "train" else [site.evaluation_hours, site.max_runtime_hours]
+    limit = min((h for h in limits if h is not None), default=None)
+    if predicted is None:
+        return limit if rule == "train" or site.evaluation_hours is not None else None
+    ask = predicted * site.runtime_factor + lead_s / 3600
+    return ask if limit is None else min(limit, ask)
+
+
+def runtime_minutes(cfg: RunConfig, rule: str, predicted: float | None = None, lead_s: float = 0) -> int | None:
+    """``runtime_hours`` in Slurm's whole minutes (the executor plugin's ``runtime``)."""
+    hours = runtime_hours(cfg, rule, predicted, lead_s)
+    return None if hours is None else math.ceil(hours * 60)
+
+
+def runtime_asks(cfg: RunConfig, cells, hours: dict[str, dict[tuple, float | None]]) -> dict[str, dict[tuple, int]]:
+    """Each GPU job's time limit in minutes (``runtime_minutes``), per rule and by the wildcards that key ``hours``
+    (graft.planning.job_lengths.job_hours), a training job's with the lead of its cell (``cells``:
+    graft.planning.plan.TrainingCell); only the rules whose every job has a predicted length, so that the others
+    keep the site's limit (``rule_resources``)."""
+    leads = {(c.method, c.cell, c.seed): stop_lead_seconds(cfg, c.method, c.models) or 0 for c in cells}
+    return {
+        rule: {key: runtime_minutes(cfg, rule, h, leads[key] if rule == "train" else 0) for key, h in jobs.items()}
+        for rule, jobs in hours.items()
+        if rule in GPU_RULES and jobs and None not in jobs.values()
+    }
 
 
 def rule_resources(cfg: RunConfig, rule: str, partitions: dict[str, Partition] | None = None) -> dict[str, str | int]:
     """``rule``'s resources for snakemake-executor-plugin-slurm from ``slurm``: partition, account, QoS,
-    constraint, time limit, GPUs (a training job's as GRES, ``scale.processes`` on each node; an evaluation's
-    as one ``gpu`` of ``gpu_model``) and a GPU job's share of its node's CPUs and memory (``node_share``, with the
-    figures the section leaves unset from ``partitions``: sinfo's, read here where None). Unset fields add
-    nothing, so the profile's resources stay."""
+    constraint, the site's time limit (a job with a predicted length asks for less: ``runtime_hours``), GPUs (a
+    training job's as GRES, ``scale.processes`` on each node; an evaluation's as one ``gpu`` of ``gpu_model``) and a
+    GPU job's share of its node's CPUs and memory (``node_share``, with the figures the section leaves unset from
+    ``partitions``: sinfo's, read here where None). Unset fields add nothing, so the profile's resources stay."""
     site = cfg.slurm
     gpu = rule in GPU_RULES
     named = {
@@ -59,9 +83,9 @@ def rule_resources(cfg: RunConfig, rule: str, partitions: dict[str, Partition] |
         "constraint": site.constraint if gpu else None,
     }
     resources: dict[str, str | int] = {name: value for name, value in named.items() if value}
-    hours = runtime_hours(cfg, rule)
-    if hours is not None:
-        resources["runtime"] = math.ceil(hours * 60)
+    minutes = runtime_minutes(cfg, rule)
+    if minutes is not None:
+        resources["runtime"] = minutes
     if gpu and site.gpus:
         # one Slurm task holds every GPU of the node (torchrun's processes), not one task per GPU
         resources["tasks_per_gpu"] = 0

@@ -275,8 +275,9 @@ def command_imports(shell: str, params: dict[str, str]) -> set[str] | None:
         reached.add(name)
         todo += [n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions]
     local = {n for name in reached for n in imported_names(functions[name], "graft.cli", False)}
-    launch = {"graft.planning.launch"} if "graft.planning.launch" in words else set()
-    return third_party_imports(at_import | local | launch)
+    # the modules a command runs with python -m: the launcher, the record of a failed training job
+    run = {module for module in ("graft.planning.launch", "graft.workflow.failures") if module in words}
+    return third_party_imports(at_import | local | run)
 
 
 @cache

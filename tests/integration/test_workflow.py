@@ -20,8 +20,10 @@ from helpers.own_pair import own_pair_config
 from helpers.run_dirs import unfinish
 
 from graft.config import config_from_dict, load_config
-from graft.planning.plan import describe, disk_turns, training_cells
-from graft.planning.site import GPU_RULES, stop_lead_seconds
+from graft.planning.job_lengths import job_hours
+from graft.planning.plan import base_evaluations, checkpoint_steps, describe, disk_turns, training_cells
+from graft.planning.site import GPU_RULES, runtime_asks, stop_lead_seconds
+from graft.results import ResultsTree
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -603,14 +605,27 @@ def test_paper_config_dry_run_through_the_slurm_profile(paper_dry_run):
 
 def test_the_paper_dry_run_reads_as_a_summary_and_lists_every_job_behind_a_flag(paper_dry_run):
     """Through the Slurm profile the paper's dry run is a page a person reads: graft's plan (jobs per rule,
-    GPU-hours, disk) and Snakemake's job counts, no block per job and no warning; --quiet host lists all 637."""
+    GPU-hours, disk) and Snakemake's job counts, no block per job and no warning but the disk's, where results: has
+    less free space than the peak (here, not on scratch storage); --quiet host lists all 637."""
     summary = run(tool("snakemake"), *PAPER_DRY_RUN[: -len(LIST_JOBS)], check=True)
     output = summary.stdout + summary.stderr
     assert len(output.splitlines()) < 100 and "rule train:" not in output
     assert "jobs per rule" in output and "GPU-hours: training" in output and "peak:" in output
-    assert "warning" not in output.lower()
+    warnings = [line for line in output.splitlines() if "warning" in line.lower()]
+    assert all("less than the workflow's peak" in line for line in warnings), warnings
     assert job_counts(summary) == job_counts(paper_dry_run)
     assert (paper_dry_run.stdout + paper_dry_run.stderr).count("rule train:") == job_counts(summary)["train"]
+
+
+def train_waits(out) -> dict[Path, list[Path]]:
+    """Each training job of a dry run listed with --quiet host: its run directory and those of the cells whose
+    pruning it waits for."""
+    waits = {}
+    for block in (out.stdout + out.stderr).split("rule train:")[1:]:
+        inputs = block.split("input: ", 1)[1].split("\n", 1)[0].split(", ")
+        done = block.split("output: ", 1)[1].split("\n", 1)[0]
+        waits[Path(done).parent] = [Path(i).parent for i in inputs if i.endswith("pruned.json")]
+    return waits
 
 
 def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than_fit(tmp_path):
@@ -630,11 +645,7 @@ def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than
     assert len(peak) == 1 and f"at most {k} cells in flight" in peak[0]
     assert float(peak[0].split("GB): ")[1].split(" TB")[0]) <= 5.0
     out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", *LIST_JOBS, check=True)
-    waits = {}
-    for block in (out.stdout + out.stderr).split("rule train:")[1:]:
-        inputs = block.split("input: ", 1)[1].split("\n", 1)[0].split(", ")
-        done = block.split("output: ", 1)[1].split("\n", 1)[0]
-        waits[Path(done).parent] = [Path(i).parent for i in inputs if i.endswith("pruned.json")]
+    waits = train_waits(out)
     assert len(waits) == job_counts(out)["train"] == 56
     assert all(len(w) <= 1 for w in waits.values())
     first = [cell for cell, w in waits.items() if not w]
@@ -642,15 +653,107 @@ def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than
     assert len(first) == k and len(set(waited)) == len(waited) and set(waited) <= set(waits)
 
 
+def test_the_cells_behind_a_failed_one_wait_for_another_lane_in_the_next_invocation(tmp_path):
+    """A GRPO run that replay cells read failed for good (its failed.json): in the dry run of the paper config with
+    a 5 TB budget nothing but its replay cells waits for it, every cell waits for at most one and is waited for by
+    at most one, and the lanes are as many as fit: no cell lost its turn, and Snakemake found no cycle."""
+    data = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    data["workflow"]["disk_budget_gb"] = 5000
+    data["slurm"]["site_check"] = False
+    data["results"] = str(tmp_path / "results")
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    config = config_from_dict(data)
+    cells = training_cells(config)
+    failed = next(c for c in cells if c.method == "grpo_n8" and any(r.peer == c.cell for r in cells))
+    failed_dir = failed.run_dir(ResultsTree(config.results)).root
+    failed_dir.mkdir(parents=True)
+    (failed_dir / "failed.json").write_text('{"failed_at": "2026-12-01T00:00:00.000000Z", "attempt": 3, "exit": 1}\n')
+    k, _ = disk_turns(config, cells)
+    out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", *LIST_JOBS, check=True)
+    waits = train_waits(out)
+    behind = {cell for cell, w in waits.items() if failed_dir in w}
+    assert behind and all(cell.parts[-3] == "replay" for cell in behind)
+    assert len(waits) == 56 and all(len(w) <= 1 for w in waits.values())
+    waited = [w[0] for w in waits.values() if w]
+    assert len(set(waited)) == len(waited) and len([cell for cell, w in waits.items() if not w]) == k
+
+
+LANES = """
+import os
+from pathlib import Path
+from graft.planning.turns import failure_time, waits
+from graft.results import RunDir
+from graft.workflow.failures import ATTEMPTS_ENV
+
+CELLS = list("abcdef")
+FAILED = {c: at for c in CELLS if (at := failure_time(RunDir(Path("runs", c)))) is not None}
+BEFORE = waits(CELLS, 2, FAILED, {})
+
+onstart:
+    os.environ[ATTEMPTS_ENV] = str(workflow.execution_settings.retries + 1)
+
+rule all:
+    input: expand("runs/{cell}/pruned.json", cell=CELLS)
+
+rule train:
+    input: lambda wc: [ancient(f"runs/{BEFORE[wc.cell]}/pruned.json")] if wc.cell in BEFORE else []
+    output: "runs/{cell}/done.json"
+    resources: attempt=lambda wc, attempt: attempt
+    shell:
+        "echo start {wildcards.cell} >> events; sleep 0.5; ( [ {wildcards.cell} != b ] && touch {output} )"
+        " || {{ code=$?; python -m graft.workflow.failures --run runs/{wildcards.cell}"
+        " --attempt {resources.attempt} --exit $code; exit $code; }}"
+
+rule prune:
+    input: "runs/{cell}/done.json"
+    output: "runs/{cell}/pruned.json"
+    shell: "sleep 0.3; echo prune {wildcards.cell} >> events; touch {output}"
+"""
+"""Six cells in two lanes (a c e, b d f), the training rule's failure record as in rules/train.smk; b always
+fails."""
+
+
+def test_a_cell_that_fails_for_good_holds_back_only_its_lane_and_the_next_invocation_completes_the_rest(tmp_path):
+    """With --keep-going, the invocation in which b fails for good completes every cell not behind it in its lane
+    (Snakemake runs nothing downstream of a failed job); b's last attempt records failed.json, the next invocation
+    moves d and f behind e and completes them, and at no moment do more than 2 cells hold checkpoints (b holds its
+    own throughout, as a failed cell keeps them)."""
+    (tmp_path / "Snakefile").write_text(LANES)
+
+    def invocation():
+        cmd = [tool("snakemake"), "--cores", "3", "--keep-going", "--retries", "1", "--directory", tmp_path]
+        return run(*cmd, "--snakefile", tmp_path / "Snakefile")
+
+    def pruned():
+        return {cell for cell in "abcdef" if (tmp_path / "runs" / cell / "pruned.json").exists()}
+
+    assert invocation().returncode != 0
+    assert pruned() == {"a", "c", "e"} and (tmp_path / "runs" / "b" / "failed.json").exists()
+    assert invocation().returncode != 0  # b fails again; nothing waits for it any more
+    assert pruned() == set("acdef")
+    holding, most = set(), 0
+    for event, cell in (line.split() for line in (tmp_path / "events").read_text().splitlines()):
+        holding = holding | {cell} if event == "start" else holding - {cell}
+        most = max(most, len(holding))
+    assert most == 2
+
+
 def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_the_paper_config(tmp_path):
     """The README's rerun of one cell on the paper config (evaluation its own jobs): with every output of GRAFT on
-    P1, seed 0 in place, its re-evaluation directory is up to date; with --forcerun on its done.json it plans the
-    training, each evaluation job, their collection and the re-evaluation of that cell, and nothing else."""
+    P1, seed 0 in place (and the cell whose turn it took under the disk budget pruned, as in a finished tree), its
+    re-evaluation directory is up to date; with --forcerun on its done.json it plans the training, each evaluation
+    job, their collection and the re-evaluation of that cell, and nothing else."""
     results = tmp_path / "results"
     cell = ("graft", "P1", "seed0")
     inputs = [results / "data" / f"{name}.jsonl" for name in ("math_train", "math_validation", "math500", "aime24")]
     inputs += [results / "data" / f"{name}.jsonl" for name in ("aime25", "amc23", "minerva")]
     inputs += [results / "models" / "smollm3", results / "models" / "qwen3"]
+    paper = load_config(ROOT / "config" / "paper.yaml")
+    cells = training_cells(paper)
+    _, turns = disk_turns(paper, cells)
+    waited = turns[next(c for c in cells if (c.method, c.cell, f"seed{c.seed}") == cell)]
+    inputs.append(results.joinpath("runs", waited.method, waited.cell, f"seed{waited.seed}", "pruned.json"))
     done = results.joinpath("runs", *cell, "done.json")
     parts = [results.joinpath("eval_parts", *cell, f"part{part}") for part in range(7)]
     target = results.joinpath("eval_selected", *cell)
@@ -757,12 +860,29 @@ def test_a_partition_and_an_account_keep_every_other_resource_of_every_job(paper
             partition = "gpu" if rule in GPU_RULES else "cpu"
             assert (resources["slurm_partition"], resources["slurm_account"]) == (partition, "lab"), rule
     train = next(resources for rule, resources in before.values() if rule == "train")
-    assert (train["runtime"], train["gres"], train["mem_mb"], train["cpus_per_task"]) == (
-        "4320",
-        "gpu:h200:4",
-        "480000",
-        "64",
-    )
+    assert (train["gres"], train["mem_mb"], train["cpus_per_task"]) == ("gpu:h200:4", "480000", "64")
+
+
+def test_each_gpu_job_of_the_paper_dry_run_asks_for_its_own_time_limit(paper_dry_run):
+    """A GPU job's runtime is its predicted length times slurm.runtime_factor, a training job's plus its stop lead,
+    within the site's limit (graft.planning.site.runtime_asks): computed here from the config, found in the job."""
+    cfg = load_config(ROOT / "config" / "paper.yaml")
+    cells = training_cells(cfg)
+    asks = runtime_asks(cfg, cells, job_hours(cfg, cells, checkpoint_steps(cfg)))
+    found = {rule: 0 for rule in GPU_RULES}
+    for block in re.finditer(r"^rule (\w+):\n((?:    .*\n)+)", paper_dry_run.stdout + paper_dry_run.stderr, re.M):
+        rule, fields = block.group(1), dict(re.findall(r"^    (\w+): (.*)$", block.group(2), re.M))
+        if rule not in GPU_RULES:
+            continue
+        wc = dict(item.split("=", 1) for item in fields["wildcards"].split(", "))
+        if rule == "evaluate_base":
+            key = (wc["model"],)
+        else:
+            key = (wc["method"], wc["cell"], int(wc["seed"]), *([int(wc["part"])] if "part" in wc else []))
+        assert f"runtime={asks[rule][key]}," in fields["resources"], (rule, key)
+        found[rule] += 1
+    jobs = {rule: len(keys) for rule, keys in asks.items()} | {"evaluate_base": len(base_evaluations(cfg))}
+    assert found == jobs
 
 
 LOCAL_RULES = """
@@ -830,10 +950,12 @@ def recorded_slurm(tmp_path: Path, sinfo: str) -> dict[str, str]:
 def test_a_dry_run_through_the_slurm_profile_checks_the_site_first_unless_the_config_skips_it(tmp_path):
     """A dry run skips Snakemake's onstart, where a run checks the site, so the workflow checks it while it is
     parsed: here sinfo lists A100s only and the paper config asks for H200s. With slurm.site_check false the dry
-    run plans the one cell asked for, and the summary counts that cell's jobs by the profile it read."""
+    run plans the one cell asked for (without the disk budget, under which a cell asked for alone in a fresh tree
+    also trains the cell whose turn it follows), and the summary counts that cell's jobs by the profile it read."""
     results = tmp_path / "results"
     target = results / "eval_selected" / "graft" / "P1" / "seed0"
-    cmd = [tool("snakemake"), target, "--profile", "slurm", "--dry-run", "--config", f"results={results}"]
+    no_budget = "workflow={disk_budget_gb: null}"
+    cmd = [tool("snakemake"), target, "--profile", "slurm", "--dry-run", "--config", f"results={results}", no_budget]
     env = recorded_slurm(tmp_path, "gpu*|3-00:00:00|gpu:a100:4|64|480000")
     refused = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert refused.returncode == 1, refused.stderr[-2000:]

@@ -4,14 +4,28 @@ config."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
 
 from graft.config import ModelSizes, load_config
 from graft.errors import ConfigError
+from graft.planning import plan
 from graft.planning.disk import cells_in_flight, disk_use, peak_bytes
-from graft.planning.plan import TrainingCell, describe, disk_order, disk_turns, training_cells
+from graft.planning.memory import GB
+from graft.planning.plan import (
+    FREE_SHARE,
+    TrainingCell,
+    base_evaluations,
+    checkpoint_steps,
+    describe,
+    disk_order,
+    disk_problem,
+    disk_turns,
+    training_cells,
+    tree_bytes,
+)
 
 PAPER = Path("config/paper.yaml")
 
@@ -119,3 +133,71 @@ def test_cells_wait_only_on_cells_before_them_in_the_disk_order():
     k, turns = disk_turns(cfg, cells)
     assert k == 5 and len(turns) == len(cells) - k
     assert all(position[waited] == position[c] - k for c, waited in turns.items())
+
+
+def test_a_failed_cell_keeps_its_place_and_its_replays_and_the_cells_behind_it_wait_elsewhere():
+    """With a budget on the paper config and a GRPO run that two replay cells read failed for good: nothing but its
+    replays waits for it, each cell waits for at most one and is waited for by at most one, no cell waits (through
+    its turn or the run it replays) on itself, and k lanes start at once."""
+    cfg = load_config(PAPER)
+    cfg = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, disk_budget_gb=5000))
+    cells = training_cells(cfg)
+    failed = next(c for c in cells if c.method == "grpo_n8" and any(r.peer == c.cell for r in cells))
+    readers = {c for c in cells if c.peer == failed.cell and c.seed == failed.seed}
+    k, turns = disk_turns(cfg, cells, {failed: "2026-12-01T00:00:00.000000Z"})
+    assert readers and {c for c, waited in turns.items() if waited == failed} <= readers
+    assert len(set(turns.values())) == len(turns) and len(cells) - len(turns) == k
+    runs = {(c.cell, c.seed): c for c in cells if c.method == "grpo_n8"}
+    source = {c: runs[(c.peer, c.seed)] for c in cells if c.peer is not None}
+    for cell in cells:
+        seen, todo = set(), [cell]
+        while todo:
+            node = todo.pop()
+            for up in (turns.get(node), source.get(node)):
+                assert up != cell, f"{cell} waits on itself"
+                if up is not None and up not in seen:
+                    seen.add(up)
+                    todo.append(up)
+
+
+def footprint_peaks(cfg, cells) -> tuple[float, float]:
+    """The paper's peak with every cell in flight and with one, from its cells' footprints."""
+    footprints: list = []
+    disk_use(cfg, cells, checkpoint_steps(cfg), base_evaluations(cfg), footprints)
+    base = plan._base_bytes(cfg)
+    return peak_bytes(footprints, base, len(cells)), peak_bytes(footprints, base, 1)
+
+
+def test_a_peak_beyond_the_free_space_names_the_budget_that_fits(monkeypatch):
+    cfg = load_config(PAPER)
+    cfg = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, disk_budget_gb=None))
+    cells = training_cells(cfg)
+    every, least = footprint_peaks(cfg, cells)
+    space = {"free": every / 2, "held": 0.0}
+    monkeypatch.setattr(plan, "free_bytes", lambda results: space["free"])
+    monkeypatch.setattr(plan, "tree_bytes", lambda results: space["held"])
+    line = disk_problem(cfg, cells)
+    fits = math.floor(FREE_SHARE * space["free"] / GB)
+    assert line == (
+        f"{cfg.results}: {space['free'] / 1e12:,.2f} TB free, less than the workflow's peak of {every / 1e12:,.2f} TB "
+        f"with all {len(cells)} cells in flight; set workflow.disk_budget_gb: {fits} (90% of that), below your quota "
+        "(docs/paper-on-slurm.md)"
+    )
+    budgeted = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, disk_budget_gb=fits))
+    assert disk_problem(budgeted, cells) is None  # the figure it names fits
+    assert any(line in shown for shown in describe(cfg, str(PAPER)).splitlines())  # graft plan warns
+    space["held"] = every / 2  # a resumed workflow's outputs are part of its peak
+    assert disk_problem(cfg, cells) is None
+    space.update(free=least / 2, held=0.0)
+    assert disk_problem(cfg, cells).endswith(
+        f"one cell in flight at a time needs {least / 1e12:,.2f} TB: point results: at storage with that much free"
+    )
+
+
+def test_the_tree_counts_its_files_and_not_what_links_point_to(tmp_path):
+    assert tree_bytes(str(tmp_path / "absent")) == 0
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "a" / "w.bin").write_bytes(b"x" * 1000)
+    (tmp_path / "metrics.jsonl").write_bytes(b"y" * 24)
+    (tmp_path / "elsewhere").symlink_to(tmp_path / "runs")
+    assert tree_bytes(str(tmp_path)) == 1024

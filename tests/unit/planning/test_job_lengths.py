@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graft.config import load_config
+from graft.planning import plan
 from graft.planning.job_lengths import (
     evaluation_hours,
     evaluation_parts,
@@ -82,7 +83,8 @@ def test_profile_runtimes_in_hours(tmp_path):
     assert profile_runtimes(tmp_path) == {"*": 1.5}
 
 
-def test_the_paper_config_fits_every_limit_and_a_cell_in_one_job_does_not():
+def test_the_paper_config_fits_every_limit_and_a_cell_in_one_job_does_not(monkeypatch):
+    monkeypatch.setattr(plan, "free_bytes", lambda results: 1e15)  # scratch storage, whatever this machine has
     cfg = load_config(PAPER)
     cells = training_cells(cfg)
     out = describe(cfg, str(PAPER), Path("workflow/profiles/slurm"))
@@ -101,7 +103,7 @@ def test_the_paper_config_fits_every_limit_and_a_cell_in_one_job_does_not():
     seconds = [step_seconds(cell_steps(cfg, rates, c.method, c.models, "colocated"), "colocated") for c in cells]
     training = sum(seconds) * cfg.train.steps * 4 / 3600
     expected = f"GPU-hours: training {training:,.0f}, evaluation {3089 * hours:,.0f}, re-evaluation {440 * hours:,.0f}"
-    assert table[-1] == expected
+    assert next(line for line in table if line.startswith("GPU-hours")) == expected
     one_job = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, eval_checkpoints_per_job=None))
     warned = [line for line in describe(one_job, "x", Path("workflow/profiles/slurm")).splitlines() if "warn" in line]
     assert warned == [

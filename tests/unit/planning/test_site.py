@@ -3,14 +3,16 @@ slurm section, the warning's lead per training cell, and the check of recorded s
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import yaml
 
 from graft.config import config_from_dict, load_config
+from graft.errors import ConfigError
 from graft.planning.disk import checkpoint_bytes, resume_bytes
-from graft.planning.job_lengths import job_kinds
+from graft.planning.job_lengths import job_hours, job_kinds
 from graft.planning.plan import base_evaluations, checkpoint_steps, training_cells
 from graft.planning.preflight import site_check
 from graft.planning.site import (
@@ -20,6 +22,7 @@ from graft.planning.site import (
     parse_time_limit,
     proctrack_warning,
     rule_resources,
+    runtime_asks,
     site_problems,
     stop_lead_seconds,
 )
@@ -173,6 +176,32 @@ def test_every_rule_takes_the_site_from_the_slurm_section():
     assert rule_resources(anyone, "evaluate_base")["runtime"] == 48 * 60  # never more than the site allows
     smoke = load_config("config/smoke.yaml")
     assert all(rule_resources(smoke, rule) == {} for rule in [*GPU_RULES, "report"])  # the profile's stay
+
+
+def test_each_gpu_job_asks_for_its_predicted_length_times_the_factor_and_its_lead_within_the_site():
+    cfg = paper()
+    cells = training_cells(cfg)
+    hours = job_hours(cfg, cells, checkpoint_steps(cfg))
+    asks = runtime_asks(cfg, cells, hours)
+    factor, site = cfg.slurm.runtime_factor, cfg.slurm
+    for c in cells:
+        key, lead = (c.method, c.cell, c.seed), stop_lead_seconds(cfg, c.method, c.models)
+        assert asks["train"][key] == math.ceil(
+            min(site.max_runtime_hours, hours["train"][key] * factor + lead / 3600) * 60
+        )
+    for rule in GPU_RULES[1:]:
+        assert asks[rule] == {k: math.ceil(min(site.evaluation_hours, h * factor) * 60) for k, h in hours[rule].items()}
+    # the longest training job asks for less than the site's 72 hours, and no job for more
+    assert max(asks["train"].values()) < site.max_runtime_hours * 60
+    tight = paper(max_runtime_hours=20, evaluation_hours=4)
+    tight_asks = runtime_asks(tight, cells, job_hours(tight, cells, checkpoint_steps(tight)))
+    assert max(tight_asks["train"].values()) == 20 * 60 and max(tight_asks["evaluate_checkpoints"].values()) == 4 * 60
+    # CPU jobs have no predicted length: every job keeps the site's limit, or the profile's
+    smoke = load_config("config/smoke.yaml")
+    smoke_cells = training_cells(smoke)
+    assert runtime_asks(smoke, smoke_cells, job_hours(smoke, smoke_cells, checkpoint_steps(smoke))) == {}
+    with pytest.raises(ConfigError, match=r"^config.slurm.runtime_factor: 0.5 is not allowed; expected a number >= 1$"):
+        paper(runtime_factor=0.5)
 
 
 # The paper's Table 5: seconds per step measured (GPU-hours x 3,600 / 4 GPUs / 174 steps)

@@ -137,10 +137,11 @@ def test_graft_cells_lists_each_cells_target_status_and_needs(tmp_path, capsys):
     tsv = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert tsv[0] == ["method", "cell", "seed", "status", "target", "needs", "baseline"] and len(tsv) == 1 + len(cells)
     line = next(row for row in tsv if row[:3] == ["replay", replay.cell, "0"])
+    waited = disk_turns(cfg, cells)[1].get(replay)  # its turn under the paper config's disk budget
     assert line[3:] == [
         "done",
         str(cell_target(cfg, tree, replay)),
-        f"grpo_n8/{replay.peer}/seed0",
+        ",".join([f"grpo_n8/{replay.peer}/seed0", *([key(waited)] if waited else [])]),
         f"grpo_n8/{replay.models[0]}/seed0",
     ]
 
