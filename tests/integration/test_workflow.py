@@ -761,7 +761,9 @@ def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_th
     for age, paths in enumerate((inputs, [done], parts, [results.joinpath("eval", *cell)], [target])):
         for path in paths:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix:
+            if path.suffix == ".jsonl":  # the workflow's start reads every data file the config names
+                path.write_text(json.dumps({"id": "p1", "problem": "What is 1 + 1?", "answer": "2"}) + "\n")
+            elif path.suffix:
                 path.write_text("{}")
             else:
                 path.mkdir()
