@@ -12,6 +12,7 @@ over the same tokens agree within ``LOGP_TOL`` (seen: under 1e-6).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.rollout import HFRollout
 from graft.engine.vllm import installed_build
 from graft.results import TIMING_METRICS, parse_step
+from graft.train.stop import EXIT_CODE
 
 _build = installed_build()
 pytestmark = pytest.mark.skipif(
@@ -379,6 +381,28 @@ def test_two_processes_under_torchrun_train_a_pair_with_vllm_as_one_process_does
     two = _train(models, tmp_path, 2, engine, placement=placement)
     assert [(r["step"], r["model"]) for r in two] == [(s, m) for s in range(3) for m in "AB"]
     _assert_same_run(one_process_run, two)
+
+
+def test_sigterm_to_the_whole_tree_during_a_rollout_saves_where_the_step_started_and_resumes_as_one_run(
+    models, one_process_run, tmp_path
+):
+    """Preemption signals every process of the job's step: the trainer, which notes SIGTERM, and vLLM's engine
+    cores, which exit on it, so the rollout under way fails. The step is dropped, the state it started from saved,
+    the job exits with the stop's code, and the resume ends as the uninterrupted run; no engine outlives the job."""
+    command, out = _train_command(models, tmp_path, 1)
+    helper = Path(__file__).resolve().parents[1] / "helpers" / "stop_in_rollout.py"
+    stopped = subprocess.run(
+        [sys.executable, str(helper), "1", *command[1:]], capture_output=True, text=True, timeout=900
+    )
+    assert stopped.returncode == EXIT_CODE, stopped.stderr[-3000:]
+    ended = re.search(r"stop_in_rollout: (\d+) of (\d+) engine cores ended", stopped.stderr)
+    assert ended and int(ended[1]) == int(ended[2]) == 2, stopped.stderr[-3000:]  # both models' engines were dead
+    assert "stopped by SIGTERM before step 1" in stopped.stderr, stopped.stderr[-3000:]
+    assert (out / "checkpoints" / "interim" / "step_00001" / "state.json").is_file()
+    assert [r["step"] for r in _metrics(out)] == [0, 0]
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    _assert_same_run(one_process_run, _metrics(out))
 
 
 @pytest.mark.slow
