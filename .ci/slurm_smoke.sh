@@ -65,6 +65,9 @@ for _ in $(seq 1200); do [ -s "$run_dir/.lock" ] && break; sleep 0.1; done
 # running whatever the machine's speed
 trainer=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$run_dir/.lock")
 kill -STOP "$trainer"
+# SIGKILL to the trainer itself first: the job's end sends its processes SIGCONT and SIGTERM, on which a trainer that
+# reached its steps (on a loaded machine it may, before it is frozen) would save and release its lock
+kill -KILL "$trainer"
 scancel --signal=KILL --full "$job"
 echo "killed Slurm job $job mid-run (SIGKILL)"
 for _ in $(seq 300); do [ -z "$(squeue -h -j "$job" -t R,CG 2>/dev/null)" ] && break; sleep 0.2; done
@@ -144,8 +147,10 @@ echo "the two-task job's checkpoints: $weights weight files identical to the one
 # (checkpoint_every 20, so that a stop's checkpoint is an interim one). Its first job is warned: once it trains, its
 # trainer is paused and the job's limit cut to 5 minutes, within the warning; Slurm sends the warning at its next
 # check of the limits (every 30 s), with a SIGCONT before it, so that it lands mid-run on a machine of any speed. The
-# retry is sent SIGTERM once it has trained a step; the third job ends the run, which must have the metrics,
-# trajectories and weights of the same cell trained here without a stop. About 140 s on a busy 2-core machine.
+# retry is sent SIGTERM once it has trained a step; the third job is requeued by Slurm (`scontrol requeue`, as
+# preemption with PreemptMode=REQUEUE does: SIGTERM, then the same job id runs again with SLURM_RESTART_COUNT 1) once
+# it has trained a step, and its second run ends the run, which must have the metrics, trajectories and weights of
+# the same cell trained here without a stop. About 200 s on a busy 2-core machine.
 stopped="$scratch/slurm_stopped"
 unstopped="$scratch/unstopped"
 cell=graft/P1/seed0
@@ -160,6 +165,8 @@ import yaml
 
 config = yaml.safe_load(open("config/smoke.yaml"))
 config["train"].update(steps=20, checkpoint_every=20)
+# the tree's other cells finished 2 steps without their resume state: kept as they are, not trained to 20
+config["workflow"]["changed_runs"] = "keep"
 open(sys.argv[1], "w").write(yaml.safe_dump(config, sort_keys=False))
 PY
 timeout -s KILL 900 snakemake "$unstopped/runs/$cell/done.json" --cores 2 --configfile "$scratch/twenty_steps.yaml" \
@@ -202,10 +209,20 @@ trainer=$(paused_trainer "$job" "$(wc -l <"$stopped/runs/$cell/metrics.jsonl")")
 scancel --signal=TERM "$job"
 kill -CONT "$trainer"
 stopped_log "$job" "$scratch/terminated.log"
+job=$(running_job train)
+[ -n "$job" ] || { echo "no third job to requeue"; tail -30 "$scratch/stopped.log"; exit 1; }
+trainer=$(paused_trainer "$job" "$(wc -l <"$stopped/runs/$cell/metrics.jsonl")")
+scontrol requeue "$job"
+kill -CONT "$trainer"
+stopped_log "$job" "$scratch/requeued.log"
 wait "$workflow" || { tail -50 "$scratch/stopped.log"; exit 1; }
 wait "$reference" || { tail -50 "$scratch/unstopped.log"; exit 1; }
-grep -q "stopped by SIGURG" "$scratch/warned.log" && grep -q "stopped by SIGTERM" "$scratch/terminated.log" || {
-    echo "the jobs stopped on other signals than Slurm's warning and SIGTERM"; exit 1; }
+grep -q "stopped by SIGURG" "$scratch/warned.log" && grep -q "stopped by SIGTERM" "$scratch/terminated.log" &&
+    grep -q "stopped by SIGTERM" "$scratch/requeued.log" || {
+    echo "the jobs stopped on other signals than Slurm's warning, SIGTERM and the requeue's SIGTERM"; exit 1; }
+# Slurm keeps a finished job in memory for MinJobAge (300 s) and counts its requeues (CI keeps no accounting)
+scontrol show job "$job" | grep -q "Restarts=1" || { echo "job $job was not requeued"; exit 1; }
 trained=$(grep -c "Job .* has been submitted with SLURM jobid" "$scratch/stopped.log" || true)
-[ "$trained" -eq 3 ] || { echo "expected the warned job, the terminated retry and a third job, got $trained"; exit 1; }
+[ "$trained" -eq 3 ] || {
+    echo "expected the warned job, the terminated retry and a third, requeued job, got $trained"; exit 1; }
 python3 tests/helpers/compare_results.py --everything "$unstopped" "$stopped"
