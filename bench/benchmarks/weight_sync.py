@@ -1,17 +1,23 @@
-"""The rollout engines' weight sync for a model of Qwen3-1.7B's shapes (random weights), before and after streaming.
+"""The rollout engines' weight sync for a model of Qwen3-1.7B's shapes (random weights): the host's part, the node's
+files written to /dev/shm and one engine's read of them, per tensor (the writer before) against bucketed.
 
-before: every process gathers the whole model in float32, copies it to the CPU in the engine's dtype, bf16, and
-writes its own safetensors file (a tied embedding under both names) for its engines, which load it whole;
-after: graft.engine.weight_sync.node_file (one tensor gathered at a time, each tensor once, one file per node in
-/dev/shm, written by the node's first process), which each engine reads tensor by tensor, memory-mapped
-(graft.engine.weight_sync.read_weights).
+per tensor: one file, each tensor cast to the engine's dtype, bf16, on the host and written with a call of its own
+(what the writer before did on a GPU node too: its blocking copy off the GPU moved float32 and cast on the host);
+bucketed: graft.engine.weight_sync.node_files, a file per thread (``--threads``) written at once, each through
+host buckets, a bucket per system call, a host tensor already in bf16 written where it lies.
 
-Measured in one process on the CPU (no gather to do, so the seconds are the copy and the write; on a GPU node the
-gathers add NCCL time, the same in both): seconds, bytes of the file, and the peak resident memory the sync adds.
-Bytes per node and step are the file times the processes that write one (config/paper.yaml: 4 processes per node,
-each writing a file before; one after), projected to SmolLM3-3B by its parameter count (graft.planning.memory).
+Each from float32 masters on the CPU (the cast runs on the host: a CPU-only run's sync) and from the model in bf16:
+on a GPU node the sync casts each shard before its gather and the bytes reach the host's pinned buckets by DMA, so
+the bucketed writer from bf16 is that node's host path, the figure behind ``workflow.sync_gb_per_s``'s default (the
+gathers and the device copies are the GPU check's to measure). Read: graft.engine.weight_sync.read_weights,
+memory-mapped, every tensor touched (summed) as an engine's load touches it.
 
-Usage: python bench/benchmarks/weight_sync.py [--threads 2]; writes bench/results/weight_sync.json
+Measured in one process (no gather to do): seconds, bytes of the files, and the peak resident memory the write adds;
+of ``--repeats`` runs, the writers taking turns, the one with the least write and read together and the median,
+since the machine may be shared (its load average is recorded), and the CPU seconds of each part, which the load
+does not stretch.
+
+Usage: python bench/benchmarks/weight_sync.py [--threads 2] [--repeats 3]; writes bench/results/weight_sync.json
 """
 
 from __future__ import annotations
@@ -19,36 +25,52 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from graft.config import ModelSizes
 from graft.engine.distributed import SINGLE
-from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
+from graft.engine.weight_sync import (
+    ALIASES_KEY,
+    WeightStream,
+    node_files,
+    read_weights,
+    safetensors_header,
+    sync_bytes,
+    sync_directory,
+)
 from graft.planning.memory import parameters
 
 QWEN3_17B = ModelSizes(layers=28, hidden=2048, intermediate=6144, heads=16, kv_heads=8, head_dim=128, vocab=151936)
-SMOLLM3_3B = ModelSizes(layers=36, hidden=2048, intermediate=11008, heads=16, kv_heads=4, head_dim=128, vocab=128256)
-PROCESSES_PER_NODE = 4
+ENGINE = torch.bfloat16
 
 
-def _hwm() -> int:
+def _status(key: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{key}:"):
             return int(line.split()[1]) * 1024
-    raise RuntimeError("VmHWM")
+    raise RuntimeError(key)
 
 
-def _rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("VmRSS")
+def cpu_seconds() -> float:
+    """CPU time of this process, every thread's, user and system: the work, which a shared machine's load does not
+    stretch as it stretches the seconds that pass."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def build() -> torch.nn.Module:
@@ -74,89 +96,118 @@ def build() -> torch.nn.Module:
     return model
 
 
-def before(model: torch.nn.Module, path: Path) -> None:
-    """The whole model gathered (here: already whole), copied to the CPU in bf16, one file per process."""
-    named, seen = {}, set()
-    for name, tensor in model.state_dict().items():
-        copy = tensor.detach().to("cpu", torch.bfloat16).contiguous()
-        named[name] = copy.clone() if copy.data_ptr() in seen else copy
-        seen.add(copy.data_ptr())
-    save_file(named, str(path))
+def per_tensor(model: torch.nn.Module, directory: Path) -> Path:
+    """The writer before the buckets: the header, then each tensor cast to bf16 on the host, made contiguous and
+    written with a call of its own."""
+    weights = WeightStream(model, unique=True)
+    header, _ = safetensors_header(weights.entries(), ENGINE, {ALIASES_KEY: json.dumps(weights.aliases())})
+    path = directory / "per-tensor.safetensors"
+    with open(path, "wb") as f:
+        f.write(header)
+        for _, tensor in weights.tensors():
+            data = tensor.detach().to("cpu", ENGINE).contiguous().reshape(-1)
+            f.write(memoryview(data.view(torch.uint8).numpy()))
+    return path
 
 
-def _read(what: str, path: Path) -> float:
-    """Seconds of one engine's read of the file, every tensor touched as a load does: whole (before) or tensor by
-    tensor (after). Both map the file; neither copies it into the process's own memory."""
-    start = time.perf_counter()
-    if what == "before":
-        for tensor in load_file(path).values():
-            tensor.sum()
-    else:
-        for _, tensor in read_weights([path]):
-            tensor.sum()
-    return time.perf_counter() - start
+def read_seconds(paths: list[Path]) -> tuple[float, float]:
+    """One engine's read of the files, every tensor touched: seconds and CPU seconds."""
+    start, cpu = time.perf_counter(), cpu_seconds()
+    for _, tensor in read_weights(paths):
+        tensor.sum()
+    return time.perf_counter() - start, cpu_seconds() - cpu
 
 
-def measure(what: str, model: torch.nn.Module, directory: Path) -> dict:
-    Path("/proc/self/clear_refs").write_text("5")
-    start_rss = _rss()
-    start = time.perf_counter()
-    if what == "before":
-        path = directory / "weights.safetensors"
-        before(model, path)
-        write_s, size, peak = time.perf_counter() - start, path.stat().st_size, _hwm() - start_rss
-        read_s = _read(what, path)
+def once(writer: str, model: torch.nn.Module, directory: Path) -> tuple[float, float, int, int, float, float]:
+    """Seconds to write and to read, the files' bytes, the peak memory the write adds, CPU seconds of each."""
+    Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) from here
+    rss = _status("VmRSS")
+    start, cpu = time.perf_counter(), cpu_seconds()
+    if writer == "per tensor":
+        path = per_tensor(model, directory)
+        write_s, write_cpu, peak = time.perf_counter() - start, cpu_seconds() - cpu, _status("VmHWM") - rss
+        size, (read_s, read_cpu) = path.stat().st_size, read_seconds([path])
         path.unlink()
     else:
-        with node_file(WeightStream(model), SINGLE, torch.bfloat16, directory) as path:
-            write_s, size, peak = time.perf_counter() - start, path.stat().st_size, _hwm() - start_rss
-            read_s = _read(what, path)
-    files_per_node = PROCESSES_PER_NODE if what == "before" else 1
+        with node_files(WeightStream(model), SINGLE, ENGINE, directory) as paths:
+            write_s, write_cpu, peak = time.perf_counter() - start, cpu_seconds() - cpu, _status("VmHWM") - rss
+            size, (read_s, read_cpu) = sum(p.stat().st_size for p in paths), read_seconds(paths)
+    return write_s, read_s, size, peak, write_cpu, read_cpu
+
+
+def best(runs: list[tuple[float, float, int, int, float, float]], loads: list[float]) -> dict:
+    """The run with the least write and read together, the median of the totals beside it, and the least CPU
+    seconds of a write and of a read."""
+    write_s, read_s, size, *_ = min(runs, key=lambda r: r[0] + r[1])
+    totals = sorted(r[0] + r[1] for r in runs)
     return {
-        "seconds": round(write_s, 2),
+        "write_s": round(write_s, 3),
+        "read_s": round(read_s, 3),
+        "gb_per_s": round(size / 1e9 / (write_s + read_s), 3),
+        "median_gb_per_s": round(size / 1e9 / statistics.median(totals), 3),
+        "write_cpu_s": round(min(r[4] for r in runs), 3),
+        "read_cpu_s": round(min(r[5] for r in runs), 3),
         "file_bytes": size,
-        "bytes_per_node_step": size * files_per_node,
-        "peak_added_bytes": peak,
-        "read_seconds": round(read_s, 2),
+        "peak_added_bytes": max(r[3] for r in runs),
+        "write_s_runs": [round(r[0], 3) for r in runs],
+        "read_s_runs": [round(r[1], 3) for r in runs],
+        "load_average_1min_runs": [round(x, 2) for x in loads],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="where the files are written (default: /dev/shm)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "weight_sync.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = build()
-    where = args.dir or sync_directory(sync_bytes(WeightStream(model), torch.bfloat16), None)
+    where = args.dir or sync_directory(sync_bytes(WeightStream(model), ENGINE), None)
     directory = Path(tempfile.mkdtemp(dir=where))
-    scale = parameters(SMOLLM3_3B) / parameters(QWEN3_17B)
-    rows = {}
-    header = f"{'sync':<8} {'s':>7} {'file GB':>8} {'GB/node/step':>13} {'peak added GB':>14}"
-    print(header + f" {'read s':>7} {'SmolLM3-3B GB/node/step':>24}")
-    for what in ("before", "after"):
-        r = measure(what, model, directory)
-        r["smollm3_bytes_per_node_step"] = r["bytes_per_node_step"] * scale
-        r["smollm3_seconds"] = r["seconds"] * scale
-        rows[what] = r
-        print(
-            f"{what:<8} {r['seconds']:>7.1f} {r['file_bytes'] / 1e9:>8.2f} {r['bytes_per_node_step'] / 1e9:>13.2f}"
-            f" {r['peak_added_bytes'] / 1e9:>14.2f} {r['read_seconds']:>7.1f}"
-            f" {r['smollm3_bytes_per_node_step'] / 1e9:>24.2f}",
-            flush=True,
-        )
+    rows: dict[str, dict] = {}
+    writers = ("per tensor", "bucketed")
+    print(
+        f"{'from':<9} {'writer':<11} {'write s':>8} {'read s':>7} {'GB/s':>6} {'median':>7} {'CPU s w+r':>10}"
+        f" {'peak added GB':>14}"
+    )
+    for source in ("float32", "bf16"):
+        if source == "bf16":
+            model.to(ENGINE)  # what a GPU node's host receives: the sync casts before the gather
+        runs: dict[str, list] = {w: [] for w in writers}
+        loads: dict[str, list] = {w: [] for w in writers}
+        for _ in range(args.repeats):  # the writers take turns, so that both meet the same load
+            for writer in writers:
+                loads[writer].append(os.getloadavg()[0])
+                runs[writer].append(once(writer, model, directory))
+        for writer in writers:
+            r = rows[f"{source}, {writer}"] = best(runs[writer], loads[writer])
+            print(
+                f"{source:<9} {writer:<11} {r['write_s']:>8.2f} {r['read_s']:>7.2f} {r['gb_per_s']:>6.2f}"
+                f" {r['median_gb_per_s']:>7.2f} {r['write_cpu_s']:>5.2f}+{r['read_cpu_s']:<4.2f}"
+                f" {r['peak_added_bytes'] / 1e9:>14.2f}",
+                flush=True,
+            )
     os.rmdir(directory)
+    host_path = rows["bf16, bucketed"]["gb_per_s"]
     settings = {
-        "model": "Qwen3-1.7B shapes, random weights, float32 masters, bf16 engine",
+        "model": "Qwen3-1.7B shapes, random weights, float32 masters (then the same in bf16), bf16 engine",
         "parameters": parameters(QWEN3_17B),
-        "processes_per_node": PROCESSES_PER_NODE,
         "threads": args.threads,
-        "smollm3_scale": scale,
+        "repeats": args.repeats,
+        "figures": "the repeat with the least write_s + read_s (the writers in turn); gb_per_s: bytes over that sum",
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
         "directory": str(where),
     }
-    args.out.write_text(json.dumps({"settings": settings, "results": rows}, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    summary = {
+        "host_path_gb_per_s": host_path,
+        "host_path": "bf16, bucketed: what a GPU node's host does once the sync casts before the gather",
+    }
+    args.out.write_text(json.dumps({"settings": settings, "results": rows, "summary": summary}, indent=1) + "\n")
+    print(f"host path {host_path:.2f} GB/s; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@
 4. Two engines at the configured memory share and sequences at once (``scale.vllm_memory`` and
    ``scale.vllm_max_num_seqs`` of config/paper.yaml), asleep from the start, each waking after a training peak:
    GPU memory in use at each point, the KV cache each engine reports (graft plan's estimate beside it).
-5. The weight sync's file alone (written and read back onto the GPU: its bandwidth), then with the engines: its
-   seconds (graft.engine.weight_sync: streamed, one file per node), then sleep at level 2, wake,
-   reload and generate with CUDA graphs on. The synced weights are perturbed far from the engine's (the final
-   norm's scale changed), and the engine's log-probs must match the trainer's forward of the new weights and
-   not of the old: a sync that loads nothing fails.
+5. The weight sync's files alone (written and read back onto the GPU: its bandwidth), then with the engines: its
+   seconds (graft.engine.weight_sync: each shard cast to bf16 before its gather, copied through pinned buckets into
+   the node's files, one per thread of its first process), then sleep at level 2, wake, reload and generate with
+   CUDA graphs on. The synced weights are perturbed far from the engine's (the final norm's scale changed), and
+   the engine's log-probs must match the trainer's forward of the new weights and not of the old: a sync that
+   loads nothing fails.
 Then training and rollout throughput, and the evaluation's path (one engine at the evaluation's share, no log-probs
 asked) with its tokens per second. Prints a table; writes its JSON after every phase; a phase that raises is
 recorded with its error and the next one still runs; exits non-zero when a check fails.
@@ -58,7 +59,7 @@ from graft.engine.policy import Policy, response_logprobs
 from graft.engine.prompts import PromptFormat
 from graft.engine.rollout import HFRollout
 from graft.engine.trajectory import Trajectory
-from graft.engine.weight_sync import WeightStream, node_file, read_weights, sync_bytes, sync_directory
+from graft.engine.weight_sync import WeightStream, node_files, read_weights, sync_bytes, sync_directory
 from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.planning.step_time import GPU_CHECK_ARCHITECTURES, GPU_CHECK_ROW
@@ -332,10 +333,12 @@ def packing_phase(cfg, world: World, results: dict) -> None:
 
 
 def sync_phase(model: torch.nn.Module, world: World, results: dict) -> None:
-    """The weight sync's file without an engine (graft.engine.weight_sync): the trained model gathered tensor by
-    tensor, cast to bf16 and written once per node where a run writes it (/dev/shm when it has room), then read
-    back onto the GPU tensor by tensor as an engine's loader does. Its bytes over its seconds are the bandwidth
-    graft plan's step time uses for the sync."""
+    """The weight sync's files without an engine (graft.engine.weight_sync): the trained model gathered tensor by
+    tensor, each shard cast to bf16 before its gather, copied off the GPU through pinned buckets and written once
+    per node where a run writes it (/dev/shm when it has room; a file per thread, written at once), then read back
+    onto the GPU tensor by tensor as an engine's loader does. Its bytes over its seconds are the bandwidth graft
+    plan's step time uses for the sync, in place of ``workflow.sync_gb_per_s`` (the host's part alone, measured on
+    a CPU)."""
     weights = WeightStream(model)
     needed = sync_bytes(weights, torch.bfloat16)
     try:
@@ -343,10 +346,10 @@ def sync_phase(model: torch.nn.Module, world: World, results: dict) -> None:
     except ConfigError:  # a machine with a small /dev/shm: the figure is then the disk's
         directory = Path(tempfile.gettempdir())
     t0 = time.perf_counter()
-    with node_file(weights, world, torch.bfloat16, directory) as path:
+    with node_files(weights, world, torch.bfloat16, directory) as paths:
         written = time.perf_counter() - t0
         t1 = time.perf_counter()
-        for _, tensor in read_weights([path]):
+        for _, tensor in read_weights(paths):
             tensor.to(world.device)
         if world.device.type == "cuda":
             torch.cuda.synchronize()

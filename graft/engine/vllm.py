@@ -9,7 +9,7 @@ process). Settings that make its samples what the loss assumes:
 - one seed per prompt, derived from the step's seed and the prompt's position in the whole batch (``positions``),
   so a prompt's samples do not depend on how prompts are split over processes (``per_prompt_seeds``);
 - new weights after every optimizer step through a worker extension (``collective_rpc`` calling the model's own
-  ``load_weights`` on a safetensors file that the node's first process streams, one per node:
+  ``load_weights`` on the safetensors files that the node's first process streams, one set per node:
   graft.engine.weight_sync), then a prefix-cache reset, because cached KV blocks belong to the old weights;
 - when colocated with training, ``sleep(level=1)`` as soon as the engine is built and ``sleep(level=2)`` after
   each rollout (weights and KV cache freed), ``wake_up(["weights"])`` / ``wake_up(["kv_cache"])`` around the next
@@ -47,7 +47,7 @@ from graft.engine.rollout import Sample
 from graft.engine.weight_sync import (
     WeightStream,
     checkpoint_files,
-    node_file,
+    node_files,
     read_weights,
     sync_bytes,
     sync_directory,
@@ -182,9 +182,9 @@ class WeightLoader:
     """vLLM worker extension (``worker_extension_cls="graft.engine.vllm.WeightLoader"``): methods here run
     inside the engine's worker, where ``self`` is the worker."""
 
-    def graft_load_weights_file(self, path: str) -> int:
-        """Load the Hugging Face-named tensors of a safetensors file (the weight sync's) into the running model."""
-        return self._graft_reload(read_weights([Path(path)]))
+    def graft_load_weights_files(self, paths: list[str]) -> int:
+        """Load the Hugging Face-named tensors of safetensors files (the weight sync's) into the running model."""
+        return self._graft_reload(read_weights([Path(p) for p in paths]))
 
     def graft_load_checkpoint(self, path: str) -> int:
         """A checkpoint's Hugging Face directory into the running model, read where it lies, with no copy."""
@@ -316,7 +316,7 @@ class VLLMRollout:
         build (a GPU engine takes ``gpu_memory_utilization`` of its GPU instead). ``stop_token_ids``: the tokens a
         response ends at, the policy's (``Policy.stop_token_ids``), so that both backends stop where the prompt
         format's turn ends; by itself vLLM would stop only at the EOS of the model's generation config and
-        tokenizer. ``sync_dir``: where the weight sync's file goes (graft.engine.weight_sync.sync_directory); None:
+        tokenizer. ``sync_dir``: where the weight sync's files go (graft.engine.weight_sync.sync_directory); None:
         decided at each sync. ``logprobs``: samples carry their tokens' log-probs (training); False for evaluation,
         which reads none. ``max_num_seqs``: sequences the engine runs at once (None: vLLM's default)."""
         from vllm import LLM
@@ -394,7 +394,7 @@ class VLLMRollout:
         try:
             entries = [(key, tuple(t.shape)) for key, t in weights.items()]
             write_safetensors(Path(name), entries, self.dtype, weights.values())
-            self.load_weights_file(Path(name))
+            self.load_weights_files([Path(name)])
         finally:
             os.unlink(name)
 
@@ -415,18 +415,18 @@ class VLLMRollout:
             torch.cuda.empty_cache()
 
     def sync_from(self, weights: WeightStream, world: World) -> None:
-        """The trained weights into this process's engine from its node's one file (graft.engine.weight_sync).
+        """The trained weights into this process's engine from its node's files (graft.engine.weight_sync).
 
-        Through a file because tensors passed as RPC arguments reach the engine core as buffers that its
+        Through files because tensors passed as RPC arguments reach the engine core as buffers that its
         multiprocess executor cannot pickle on to its workers (vLLM 0.32 on the CPU: "cannot pickle memoryview
         objects")."""
         directory = self.sync_dir or sync_directory(sync_bytes(weights, self.dtype), None)
-        with node_file(weights, world, self.dtype, directory) as path:
-            self.load_weights_file(path)
+        with node_files(weights, world, self.dtype, directory) as paths:
+            self.load_weights_files(paths)
 
-    def load_weights_file(self, path: Path) -> None:
+    def load_weights_files(self, paths: list[Path]) -> None:
         self._wake("weights")
-        self.llm.collective_rpc("graft_load_weights_file", args=(str(path),))
+        self.llm.collective_rpc("graft_load_weights_files", args=([str(p) for p in paths],))
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
         self.weights = "awake"
 

@@ -21,7 +21,7 @@ from graft.engine.distributed import (
     save_sharded,
     shard_model,
 )
-from graft.engine.weight_sync import WeightStream, gather_to_main, node_file
+from graft.engine.weight_sync import WeightStream, gather_to_main, node_files
 from graft.train.update import UpdateSettings, minibatch_update
 from helpers.dist_case import build_case, reference_model, scoring_case
 
@@ -72,16 +72,17 @@ def main(method_name: str, out: Path, engine: str = "fsdp2") -> None:
     load()
     again = update(1)
     resumed = weights()
-    # the rollout engines' weight sync: one file per node, streamed by its first process, read by every process
+    # the rollout engines' weight sync: one file per node (its first process has one thread: one writer), streamed
+    # by its first process, read by every process
     sync_dir = out / f"sync{world.rank}"
     sync_dir.mkdir()
     model = stepper.module if engine != "fsdp2" else policy.model
-    with node_file(WeightStream(model), world, torch.float32, sync_dir) as path:
-        synced = load_file(path)
+    with node_files(WeightStream(model), world, torch.float32, sync_dir) as paths:
+        synced = {name: tensor for path in paths for name, tensor in load_file(path).items()}
         files_during_sync = sorted(p.name for d in out.glob("sync*") for p in d.iterdir())
     world.barrier()
     files_after_sync = sorted(p.name for d in out.glob("sync*") for p in d.iterdir())
-    same_file_everywhere = world.gather(str(path))
+    same_file_everywhere = world.gather([str(p) for p in paths])
     assert all(torch.equal(synced[k], v) for k, v in gather_to_main(WeightStream(model, unique=True), world).items())
     if world.is_main:
         torch.save(

@@ -79,12 +79,28 @@ def test_two_gloo_processes_equal_one_process(method_name, engine, tmp_path):
     assert dist["stats"][2] == dist["stats"][1]
     for name, value in dist["after_two"].items():
         assert torch.equal(dist["resumed"][name], value), name
-    # the weight sync: one file for the node, written by its first process, read by both, removed afterwards
+    # the weight sync: one file for the node (one thread, one writer), written by its first process, read by both,
+    # removed afterwards
     during, after, paths = dist["sync_files"]
     assert len(during) == 1 and after == [] and paths[0] == paths[1]
     assert dist["synced"].keys() == dist["resumed"].keys()
     for name, value in dist["resumed"].items():
         assert torch.equal(dist["synced"][name], value), name
+
+
+def test_the_sync_casts_each_shard_to_bf16_before_its_gather(tmp_path):
+    """FSDP2 over two gloo processes, float32 masters, a bf16 engine: every gather is given this process's shard
+    already in bf16 (half the bytes over NVLink on GPUs), and both processes read the node's two files (written at
+    once through buckets of 24 elements) as the unsharded model cast to bf16, bit for bit, the tied embedding under
+    both names."""
+    result = _torchrun(2, str(TESTS / "helpers" / "sync_worker.py"), str(tmp_path), pythonpath=TESTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in range(2):
+        report = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)
+        assert report["same"] and report["files"] == 2
+        assert report["gathers"], "nothing was gathered: the model was not sharded"
+        for dtype, local, full, sharded in report["gathers"]:
+            assert dtype == torch.bfloat16 and sharded and local[0] < full[0]
 
 
 def test_sharded_scoring_of_peer_responses_equals_one_process(forced_world, tmp_path):

@@ -198,7 +198,7 @@ def test_a_live_holder_on_this_host_is_refused_without_asking_slurm(tmp_path):
 
 
 def sync_files(directory, *owners) -> list:
-    """One weight-sync file for each (job, restart, pid), named as that process's node_file names it."""
+    """One weight-sync file for each (job, restart, pid), named as that process's node_files names them."""
     directory.mkdir(exist_ok=True)
     paths = []
     for job, restart, pid in owners:
