@@ -17,9 +17,9 @@ rule train:
     resources:
         **train_nodes(),
         **site_resources("train"),
+        **stop_signal(),
         # the shell's, for the record of a failure on the last attempt (graft.workflow.failures); no Slurm resource
         attempt=lambda wc, attempt: attempt,
-        **stop_signal(),
     params:
         config=snapshot_param,
         out=lambda wc: cell_of(wc).run_dir(TREE).root,

@@ -129,10 +129,11 @@ def sacct_state(job: str, cluster: str | None) -> str | None:
 
 
 def squeue_state(job: str, cluster: str | None) -> str | None:
-    """A ``JobQuery`` of Slurm's controller, which lists a job before accounting records it and forgets it minutes
-    after it ends. It refuses the id of a job it does not list ("Invalid job id specified"), which says nothing
-    about the job: counted as no answer."""
-    return _state(_ask(["squeue", "--noheader", f"--jobs={job}", "--format=%T", *_clusters(cluster)]))
+    """A ``JobQuery`` of Slurm's controller, which lists a job before accounting records it and, with every state
+    asked for (``--states=all``), still lists it in its final state for ``MinJobAge`` after it ends (a site without
+    accounting has no other evidence). It refuses the id of a job it does not list ("Invalid job id specified"),
+    which says nothing about the job: counted as no answer."""
+    return _state(_ask(["squeue", "--noheader", "--states=all", f"--jobs={job}", "--format=%T", *_clusters(cluster)]))
 
 
 class LockLost(ConfigError):

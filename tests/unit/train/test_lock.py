@@ -287,7 +287,7 @@ def test_the_slurm_queries_ask_for_one_job_and_normalise_its_state(tmp_path, mon
     assert sacct_state("1008", "beta") == "CANCELLED"
     assert squeue_state("1008", "beta") == "RUNNING"
     assert (bin_dir / "sacct.args").read_text() == "-j 1008 -X --noheader --parsable2 --format=State --clusters=beta\n"
-    assert (bin_dir / "squeue.args").read_text() == "--noheader --jobs=1008 --format=%T --clusters=beta\n"
+    assert (bin_dir / "squeue.args").read_text() == "--noheader --states=all --jobs=1008 --format=%T --clusters=beta\n"
     # a heterogeneous job: a component that may still run decides
     fake_slurm_command(bin_dir, "sacct", "echo COMPLETED; echo RUNNING")
     assert sacct_state("1008", None) == "RUNNING"
