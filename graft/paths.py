@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -30,8 +31,32 @@ def describe(err: OSError) -> str:
     return f"{' -> '.join(paths)}: {cause}" if paths else cause
 
 
+_EXPANDED = re.compile(r"\$(\{|[A-Za-z_])")
+"""A shell variable in a path (``$HOME``, ``${SCRATCH}``), which a shell would expand and graft does not."""
+
+
+def check_path_text(where: str, text: str) -> str:
+    """``text`` where it can be a path as written, else ConfigError in one line naming ``where``: a ``~``, a
+    ``$VAR`` or ``${VAR}`` (expanded by a shell, not in a config nor after ``--out=``) and control characters (a
+    newline, a NUL) are refused. Spaces are fine: every rule quotes its paths."""
+    if text.startswith("~"):
+        raise ConfigError(
+            f"{where}: {text!r}: graft does not expand ~ (a shell does, but not in a config nor after --out=); write "
+            "the path out, e.g. /home/you/..."
+        )
+    if _EXPANDED.search(text):
+        raise ConfigError(
+            f"{where}: {text!r}: graft does not expand shell variables (a shell does, but not in a config nor after "
+            "--out=); write the path out"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ConfigError(f"{where}: {text!r} holds a control character; a path is printable text")
+    return text
+
+
 def check_input(option: str, path: Path, kind: Kind) -> Path:
     """``path`` where it is an existing ``kind``, else ConfigError in one line naming ``option``."""
+    check_path_text(option, str(path))
     where = f"{option}: {str(path)!r}"
     try:
         if not path.exists():
@@ -53,11 +78,7 @@ def check_output(option: str, path: Path, kind: Kind, inputs: Mapping[str, Path 
     read-only mount does not): a file is created and removed in the directory the output goes to, or in the
     nearest one that exists."""
     where = f"{option}: {str(path)!r}"
-    if path.parts and path.parts[0].startswith("~"):
-        raise ConfigError(
-            f"{where}: graft does not expand ~ (the shell does, but not after --out= nor in a config); give the path "
-            "with $HOME"
-        )
+    check_path_text(option, str(path))
     try:
         if path.exists() and kind == "directory" and not path.is_dir():
             raise ConfigError(f"{where} exists and is a file; expected a directory")

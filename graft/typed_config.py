@@ -2,7 +2,8 @@
 
 Supported field types: bool, int, float, str, ``Literal[...]``, nested dataclasses, ``list[X]``,
 ``dict[str, X]``, ``X | None`` of these, and ``Annotated[X, Bounds(...)]`` / ``Annotated[X, NON_EMPTY]`` /
-``Annotated[str, Named(kind)]`` (a name, graft.names, as a value or a mapping's key): a field's allowed range is
+``Annotated[str, Named(kind)]`` (a name, graft.names, as a value or a mapping's key) and ``PathText`` (a path,
+graft.paths.check_path_text): a field's allowed range is
 written in its annotation, beside its definition, and read from there by the check below and by the workflow's
 schema (graft.planning.config_schema). Every float must be finite, every integer a 64-bit one, every string and
 mapping key non-empty text. Unknown keys, wrong types and values out of range are refused with one ConfigError line
@@ -26,6 +27,7 @@ import yaml
 
 from graft.errors import ConfigError
 from graft.names import Named, check_name, not_text
+from graft.paths import check_path_text
 
 T = TypeVar("T")
 
@@ -88,6 +90,11 @@ def shown(value: Any) -> str:
 
 NON_EMPTY = "non-empty"
 """``Annotated[list[X], NON_EMPTY]`` / ``Annotated[dict[str, X], NON_EMPTY]``: at least one entry."""
+
+PATH = "path"
+"""``Annotated[str, PATH]``: a file or directory as written, with nothing expanded (graft.paths.check_path_text)."""
+PathText = Annotated[str, PATH]
+"""A file or directory: read literally, relative to the working directory; no ``~``, no ``$VAR``."""
 
 Count = Annotated[int, Bounds(ge=1)]
 """A size, a count of steps or items, a limit: an integer >= 1."""
@@ -168,6 +175,8 @@ def coerce(value: Any, tp: Any, where: str, described: Any = None) -> Any:
     if checked is None or not all(b.holds(checked) for b in meta if isinstance(b, Bounds)):
         hint = f" ({not_text(value)})" if tp is str and not isinstance(value, str) else ""
         raise ConfigError(f"{where}: {shown(value)} is not allowed; expected {_describe(described)}{hint}")
+    if PATH in meta:
+        check_path_text(where, checked)
     if tp is int and not -INT64 <= checked < INT64:
         raise ConfigError(
             f"{where}: {shown(value)} is out of range; expected a 64-bit {_describe(described).removeprefix('an ')}"

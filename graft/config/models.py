@@ -16,6 +16,7 @@ from graft.typed_config import (
     FieldError,
     NonNegativeInt,
     OpenShare,
+    PathText,
     Positive,
     Share,
 )
@@ -48,7 +49,7 @@ class ModelSizes:
 class ModelSpec:
     """One policy: a local Hugging Face ``from_pretrained`` directory and how prompts are formatted for it."""
 
-    path: str
+    path: PathText
     """Directory with config.json, model.safetensors and the tokenizer files."""
 
     template: str = "{problem}"
@@ -59,7 +60,7 @@ class ModelSpec:
     """Send the filled template as a single user message through the chat template, with the generation prompt
     (the paper's format, Appendix B)."""
 
-    chat_template: str | None = None
+    chat_template: PathText | None = None
     """A Jinja file used instead of the tokenizer's chat template (needed for a base model that ships none, and
     to keep a template that writes today's date out of the prompt); None: the tokenizer's own."""
 
@@ -153,10 +154,10 @@ class DataSpec:
     TRL's or verl's layout (graft.data.problems), or a dataset on the Hugging Face hub named ``HUB_ID``, which rule
     fetch_dataset fetches into ``FETCHED_FILE`` before any job reads it."""
 
-    train: str
+    train: PathText
     """Training prompts."""
 
-    validation: str | None = None
+    validation: PathText | None = None
     """Validation prompts (checkpoint selection disjoint from the test benchmarks)."""
 
 
@@ -176,10 +177,10 @@ class RewardSpec:
 class EvalSpec:
     """How checkpoints are evaluated (paper Appendix B)."""
 
-    benchmarks: Annotated[dict[str, str], NON_EMPTY]
+    benchmarks: Annotated[dict[str, PathText], NON_EMPTY]
     """Benchmark name -> its file or hub dataset (as ``DataSpec`` names them); the score is the unweighted mean over
     these."""
-    validation: str | None = None
+    validation: PathText | None = None
     """A held-out set disjoint from the benchmarks, for checkpoint selection that does not peek at test."""
     k: Count = 8
     """Samples per problem; pass@1 is the mean over samples, then problems."""

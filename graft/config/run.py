@@ -20,6 +20,7 @@ from graft.errors import ConfigError
 from graft.names import GroupName, MethodName, ModelName, PairName, check_distinct
 from graft.typed_config import (
     NON_EMPTY,
+    PathText,
     from_dict,
     load_yaml,
     parse_strings,
@@ -55,7 +56,7 @@ class ReportSpec:
 
 @dataclass(frozen=True)
 class RunConfig:
-    results: str
+    results: PathText
     """Directory that receives every output of this configuration."""
 
     models: Annotated[dict[ModelName, ModelSpec], NON_EMPTY]

@@ -9,6 +9,7 @@ from graft.typed_config import (
     Count,
     FieldError,
     OpenShare,
+    PathText,
     Positive,
 )
 
@@ -75,7 +76,7 @@ class ScaleSpec:
     vllm_cpu_kv_cache_mib: Count = 512
     """KV cache of each vLLM engine on the CPU build, in MiB (it has no GPU memory to take a share of)."""
 
-    sync_dir: str | None = None
+    sync_dir: PathText | None = None
     """A node-local directory for the weight sync's files (the model in the engine's dtype, once per node and step).
     None: ``/dev/shm``, the node's memory, when it has room; else the job stops before any compute and asks for
     this setting. Never a shared file system: every step writes and reads the whole model there."""

@@ -10,6 +10,7 @@ from graft.typed_config import (
     NON_EMPTY,
     Count,
     FieldError,
+    PathText,
     Positive,
     Seed,
     Share,
@@ -138,7 +139,7 @@ class WorkflowSpec:
     exchange_share: Share = 0.1
     """Share of a step's prompts on which a receiver takes a peer's responses under a selective rule (GRAFT's
     complementary groups, SGT's failures), for the scoring those responses add to a step."""
-    gpu_check: str | None = None
+    gpu_check: PathText | None = None
     """A ``bench/checks/gpu_check.py`` report (JSON, relative to the working directory) whose measured utilization and
     sync bandwidth replace ``model_flops_utilization`` and ``sync_gb_per_s``; None, or a file not there: those."""
     generation_tokens_per_s: dict[str, Positive] = field(default_factory=dict)
@@ -150,7 +151,7 @@ class WorkflowSpec:
     eval_checkpoints_per_job: Count | None = None
     """Checkpoints that one evaluation job evaluates (for every model of its cell), so that a cell's evaluation
     runs as several jobs, each within its Slurm limit; None: one job per cell."""
-    environment: str | None = None
+    environment: PathText | None = None
     """A Python environment (a venv or conda prefix; ``bash requirements/gpu-env.sh DIR`` builds the GPU one) whose
     ``bin/`` comes first on the PATH of every job's commands, so that no job runs in whatever environment
     submitted it; Snakemake refuses to start when it has no ``bin/graft``. None: the environment Snakemake runs
@@ -179,7 +180,7 @@ class WorkflowSpec:
     and a cell whose training fails on its last attempt keeps its place while the next invocation moves the cells
     behind it to another lane (graft.planning.turns). None: every cell may be in flight at once. Where the peak
     exceeds the free space under ``results:``, the workflow stops before any job with the budget to set."""
-    hf_home: str | None = None
+    hf_home: PathText | None = None
     """The Hugging Face cache of the download rules (``HF_HOME``); None: the environment's (by default
     ~/.cache/huggingface). Nothing else downloads: training, evaluation and the report run with the hub offline
     (graft.services.offline), so a missing file fails at once with its name instead of waiting on the network."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graft.cli import main
-from graft.config import config_from_dict, load_config, read_yaml
+from graft.config import RunConfig, config_from_dict, load_config, read_yaml
 from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.planning.plan import training_cells
 from graft.planning.site import stop_lead_seconds
 from graft.planning.step_time import longest_step_seconds
 from graft.seeding import PURPOSES, derive
-from graft.typed_config import Seed, load_yaml, read_option
+from graft.typed_config import PATH, Seed, load_yaml, read_option
+from tests.helpers import config_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "config" / "smoke.yaml"
@@ -224,3 +226,63 @@ def test_every_seed_in_the_range_derives_seeds_a_generator_takes(seed, part):
     args |= {"warmup_slips": ("m",), "warmup_dialect": ("m",), "resample": (part, 2)}
     for purpose in PURPOSES:
         torch.Generator().manual_seed(derive(seed, purpose, *args.get(purpose, (part,))))
+
+
+def _path_fields() -> list[tuple[str, bool]]:
+    """Every config field that holds a path (``PathText``, as a value or a mapping's values): its dotted path to
+    set, and whether it is a mapping. Read from the config's dataclasses, so a new path field is walked at once."""
+    config = config_from_dict(copy.deepcopy(BASE))
+    found = []
+    for set_path, _, hint, _ in config_walk.fields(RunConfig, config):
+        if _holds_path(hint):
+            found.append((set_path, "dict" in repr(hint)))
+    return found
+
+
+def _holds_path(hint) -> bool:
+    """Whether ``hint`` is ``PathText``, or a type built of it (``| None``, a mapping's values)."""
+    if typing.get_origin(hint) is typing.Annotated and PATH in typing.get_args(hint)[1:]:
+        return True
+    return any(_holds_path(arg) for arg in typing.get_args(hint))
+
+
+PATH_FIELDS = _path_fields()
+UNEXPANDED = st.one_of(
+    st.builds(lambda user, rest: f"~{user}/{rest}", st.sampled_from(["", "me", "other"]), st.text(min_size=1)),
+    st.builds(
+        lambda name, rest: f"{rest}/${name}/x",
+        st.from_regex(r"\{?[A-Za-z_][A-Za-z0-9_]*\}?", fullmatch=True),
+        st.text(alphabet="abc/ ", max_size=5),
+    ),
+    st.builds(lambda rest, c: f"data/{rest}{c}x", st.text(alphabet="ab", max_size=3), st.characters(max_codepoint=31)),
+)
+"""Paths as a shell would expand them, or with a control character: no field takes them as written."""
+
+
+def test_the_path_fields_are_found_by_kind():
+    names = {name for name, _ in PATH_FIELDS}
+    assert {"results", "data.train", "models.smol.path", "eval.benchmarks", "workflow.environment"} <= names
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PATH_FIELDS), UNEXPANDED)
+def test_a_path_that_a_shell_would_expand_is_refused_in_one_line_naming_its_field(field, text):
+    name, mapping = field
+    value = {"add": text} if mapping else text
+    *section, key = name.split(".")
+    data = copy.deepcopy(BASE)
+    where = data
+    for part in section:
+        where = where.setdefault(part, {})
+    where[key] = value
+    with pytest.raises(ConfigError) as refusal:
+        config_from_dict(load_yaml(yaml.safe_dump(data), "test"))
+    line = str(refusal.value)
+    # results fills {results} in the other paths, which may be checked first
+    assert "\n" not in line and repr(text)[1:-1] in line, line
+    assert line.startswith(f"config.{name}") or name == "results", line
+
+
+def test_a_path_with_a_tilde_is_refused_by_the_plan_before_anything_runs(tmp_path, capsys):
+    err = plan_refuses(tmp_path, capsys, SMOKE.read_text().replace("results: ", "results: ~/", 1))
+    assert "config.results: '~/" in err and "does not expand ~" in err
