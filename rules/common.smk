@@ -28,10 +28,13 @@ from graft.planning.plan import (
 from graft.planning.preflight import environment_problem, pre_submission_check
 from graft.workflow.failures import ATTEMPTS_ENV
 from graft.workflow.reruns import (
+    ABSENT,
+    TOY_MODEL_LABELS,
     changed_runs,
     changed_runs_message,
     eval_params,
     methods_params,
+    param_fields,
     reevaluate_params,
     report_params,
     retrain_changed,
@@ -196,13 +199,35 @@ def all_eval_outputs(cells):
     return files
 
 
-def train_settings(wc):
+def train_settings(c):
     """What a training cell computes from (graft.workflow.reruns.train_params): a change reruns its job."""
-    c = cell_of(wc)
     kept = KEPT.get(c)
     if kept is not None:
         kept = {k: kept.get(k) for k in (*IDENTITY, "steps")}
     return train_params(CFG, c, TREE, kept)
+
+
+def setting_params(settings, key=lambda wc: None):
+    """A rule's params that Snakemake reruns its jobs on, one per setting (graft.workflow.reruns.param_fields), so
+    that the reason Snakemake gives names the fields that changed. ``settings``: each job's key -> the arguments of
+    param_fields (its settings' JSON text, its models); ``key``: a job's key from its wildcards. Every job has a
+    param for each setting of any job of the rule, ABSENT where it has none."""
+    fields = {job: param_fields(*args) for job, args in settings.items()}
+    slots = sorted({slot for each in fields.values() for slot in each})
+    params = {"settings": ABSENT}
+    for slot in slots:
+        params[f"setting_{slot}"] = lambda wc, slot=slot: fields[key(wc)].get(
+            slot, ABSENT
+        )
+    return params
+
+
+def cell_key(wc):
+    return (wc.method, wc.cell, int(wc.seed))
+
+
+def model_key(wc):
+    return wc.model
 
 
 def train_nodes():
@@ -342,8 +367,9 @@ def slurm_site_problem(retries):
 
 
 def eval_settings(models):
-    """What an evaluation of ``models`` computes from (graft.workflow.reruns.eval_params)."""
-    return json.dumps(eval_params(CFG, models), sort_keys=True)
+    """What an evaluation of ``models`` computes from (graft.workflow.reruns.eval_params), as setting_params
+    takes it."""
+    return json.dumps(eval_params(CFG, models), sort_keys=True), models
 
 
 REPORT = report_outputs(CFG, MAIN.values(), TREE.report)

@@ -9,7 +9,7 @@ rule resolve_methods:
     resources:
         **site_resources("resolve_methods"),
     params:
+        **setting_params({None: (methods_params(CFG), (), (), "methods")}),
         config=snapshot_param,
-        methods=lambda wc: methods_params(CFG),
     shell:
         "graft methods --config {params.config:q} --out {output:q} 2> {log:q}"

@@ -18,9 +18,9 @@ if TOY:
         resources:
             **site_resources("toy_data"),
         params:
+            **setting_params({None: (toy_data_params(CFG), (), (), "toy")}),
             config=snapshot_param,
             root=lambda wc, output: Path(output.train).parent.parent,
-            settings=lambda wc: toy_data_params(CFG),
         shell:
             "graft toy data --config {params.config:q} --out {params.root:q} 2> {log:q}"
 

@@ -16,8 +16,8 @@ rule evaluate_base:
     resources:
         **site_resources("evaluate_base"),
     params:
+        **setting_params({m: eval_settings([m]) for m in CFG.models}, model_key),
         config=snapshot_param,
-        settings=lambda wc: eval_settings([wc.model]),
     shell:
         "graft evaluate --config {params.config:q} --model {wildcards.model} --checkpoint {input.model:q}"
         " --seed {wildcards.seed} --out {output:q} --threads {threads} 2> {log:q}"
@@ -43,10 +43,12 @@ if not EVAL_IN_TRAIN:
         resources:
             **site_resources("evaluate_checkpoints"),
         params:
+            **setting_params(
+                {k: eval_settings(c.models) for k, c in CELLS.items()}, cell_key
+            ),
             config=snapshot_param,
             run=lambda wc, input: Path(input.done).parent,
             steps=lambda wc: ",".join(map(str, EVAL_PARTS[int(wc.part)])),
-            settings=lambda wc: eval_settings(cell_of(wc).models),
         shell:
             "graft evaluate --config {params.config:q} --run {params.run:q} --steps {params.steps}"
             " --out-dir {output:q} --threads {threads} 2> {log:q}"
@@ -90,9 +92,15 @@ if SELECTION_RUNS:
         resources:
             **site_resources("reevaluate_selected"),
         params:
+            **setting_params(
+                {
+                    k: (reevaluate_params(CFG, c.models), c.models)
+                    for k, c in CELLS.items()
+                },
+                cell_key,
+            ),
             config=snapshot_param,
             run=lambda wc, input: Path(input.done).parent,
-            settings=lambda wc: reevaluate_params(CFG, cell_of(wc).models),
         shell:
             "graft reevaluate --config {params.config:q} --run {params.run:q} --evals {input.evals:q}"
             " --out-dir {output:q} --threads {threads} 2> {log:q}"

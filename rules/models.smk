@@ -16,9 +16,19 @@ if TOY:
         resources:
             **site_resources("toy_model"),
         params:
+            **setting_params(
+                {
+                    m: (
+                        toy_model_params(CFG, m),
+                        [m],
+                        [label.format(model=m) for label in TOY_MODEL_LABELS],
+                    )
+                    for m in CFG.toy.models
+                },
+                model_key,
+            ),
             config=snapshot_param,
             root=lambda wc, input: Path(input.warmup).parent.parent,
-            settings=lambda wc: toy_model_params(CFG, wc.model),
         shell:
             "graft toy model --config {params.config:q} --name {wildcards.model} --out {params.root:q}"
             " --threads {threads} 2> {log:q}"

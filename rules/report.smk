@@ -30,10 +30,10 @@ rule report:
     resources:
         **site_resources("report"),
     params:
+        **setting_params({None: (report_params(CFG), (), (), "report")}),
         config=snapshot_param,
         out=lambda wc, output: Path(output.summary).parent,
         results=lambda wc, output: R,
-        settings=lambda wc: report_params(CFG),
         cells="main",
     shell:
         "graft report --config {params.config:q} --results {params.results:q} --out {params.out:q}"
@@ -53,8 +53,8 @@ if REPORT_FULL is not REPORT:
         log:
             f"{R}/logs/report_full.log",
         params:
+            **setting_params({None: (report_params(CFG), (), (), "report")}),
             config=snapshot_param,
             out=lambda wc, output: Path(output.summary).parent,
             results=lambda wc, output: R,
-            settings=lambda wc: report_params(CFG),
             cells="every",

@@ -21,6 +21,9 @@ rule train:
         # the shell's, for the record of a failure on the last attempt (graft.workflow.failures); no Slurm resource
         attempt=lambda wc, attempt: attempt,
     params:
+        **setting_params(
+            {k: (train_settings(c), c.models) for k, c in CELLS.items()}, cell_key
+        ),
         config=snapshot_param,
         out=lambda wc: cell_of(wc).run_dir(TREE).root,
         models=lambda wc: ",".join(cell_of(wc).models),
@@ -39,7 +42,6 @@ rule train:
             resources.get("nodes"),
         ),
         threads_each=lambda wc, threads: max(1, threads // CFG.scale.processes),
-        settings=train_settings,
     shell:
         # On SIGTERM (preemption) the trainer saves before it exits: the shell waits for it instead of ending first,
         # which would end the Slurm job step and kill the trainer mid-save. --resume alone: a retry continues, a

@@ -16,6 +16,8 @@ config as it is, with each field that changed; ``workflow.changed_runs`` says wh
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -65,6 +67,58 @@ def eval_params(cfg: RunConfig, models: tuple[str, ...] | list[str]) -> dict:
     return _json({"eval": evaluation, "reward": reward, "models": specs})
 
 
+ABSENT = "(no such setting in this job)"
+"""The value of a param slot that a job lacks (a second model's field in a one-model cell), and of one more param
+every rule has: Snakemake compares a job's params as a set of values, so slots added for other jobs change no
+job's set."""
+
+SHOWN_AS = (("run.settings.", ""), ("run.steps", "train.steps"), ("run.", ""), ("eval.eval.", "eval."))
+"""Prefixes of a setting's path in the params above that its config field does not have (``train.lr``, not
+``run.settings.train.lr``)."""
+
+
+def param_fields(
+    settings: str, members: Sequence[str] = (), labels: Sequence[str] = (), within: str = ""
+) -> dict[str, str]:
+    """A job's settings (the JSON text of one of the functions above) as Snakemake params, one per field: slot ->
+    ``field=value``. Snakemake prints the params that differ from the last run as the reason it reruns a job, so
+    the reason names each changed field and its values, not every setting twice. A slot is the field's path with
+    each of ``members`` (the job's models) named by its place (``model0``), so that every job of a rule has the
+    same slots; the value names the model. ``labels``: the names of the items of settings that are a list
+    (``toy_model_params``); ``within``: the config section that settings are (``toy``), to name its fields."""
+    fields: dict[str, str] = {}
+
+    def walk(value: Any, slot: tuple[str, ...], shown: tuple[str, ...]) -> None:
+        if isinstance(value, dict) and value:
+            for key, item in value.items():
+                place = f"model{members.index(key)}" if key in members else key
+                walk(item, (*slot, place), (*shown, key))
+            return
+        name = ".".join(shown)
+        for prefix, replacement in SHOWN_AS:
+            if name.startswith(prefix):
+                name = replacement + name.removeprefix(prefix)
+                break
+        identifier = "_".join(re.sub(r"\W", "_", part) for part in slot)
+        fields[identifier] = f"{name}={json.dumps(value, sort_keys=True)}"
+
+    value = json.loads(settings)
+    if within:
+        value = _nested(within, value)
+    if labels:
+        value = [_nested(label, item) for label, item in zip(labels, value, strict=True)]
+    for part in value if labels else [value]:
+        walk(part, (), ())
+    return fields
+
+
+def _nested(path: str, value: Any) -> dict:
+    """``value`` under the keys of a dotted ``path``: ``{"a": {"b": value}}`` for ``a.b``."""
+    for key in reversed(path.split(".")):
+        value = {key: value}
+    return value
+
+
 def train_params(cfg: RunConfig, cell: TrainingCell, tree: ResultsTree, kept: dict | None = None) -> str:
     """The training rule's params for ``cell``: its run's identity (``kept``: the record of a run that
     ``workflow.changed_runs: keep`` leaves as it is), and its evaluation's when the training job evaluates. What
@@ -96,6 +150,10 @@ def toy_data_params(cfg: RunConfig) -> str:
     """The toy task's splits: the toy section but its models and how they write (no part of the data)."""
     toy = {k: v for k, v in asdict(cfg.toy).items() if k not in ("models", "mismatch")} if cfg.toy else {}
     return json.dumps(_json(toy), sort_keys=True)
+
+
+TOY_MODEL_LABELS = ("toy.models.{model}", "models.{model}", "toy.seed", "toy.mismatch")
+"""The config fields of ``toy_model_params``'s items."""
 
 
 def toy_model_params(cfg: RunConfig, model: str) -> str:

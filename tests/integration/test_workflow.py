@@ -266,6 +266,19 @@ def tree_digest(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
     }
 
 
+def test_the_reason_a_job_reruns_names_the_settings_that_changed_and_no_other(smoke):
+    """Snakemake prints the params that differ from the last run as the reason for a rerun: one param per setting,
+    so an evaluation setting's change is named with its old and new value, and nothing else is. A dry run on the
+    tree Snakemake recorded (a copy has no record to compare with)."""
+    proc = run(*smk_cmd(smoke, "all", "--dry-run"), "eval={temperature: 0.5}")  # the last --config's second value
+    reasons = re.findall(r"reason: Params have changed since last execution: (.*)", proc.stdout + proc.stderr)
+    assert reasons and "evaluate_base" in job_counts(proc)
+    old = load_config(ROOT / "config" / "smoke.yaml").eval.temperature
+    for reason in reasons:
+        before, now = reason.split(" before: ", 1)[1].split(" now: ")
+        assert before.strip() == f"'eval.temperature={old}'" and now.strip() == "'eval.temperature=0.5'", reason
+
+
 def test_a_config_edit_stops_before_any_job_and_changes_nothing_until_the_user_chooses(smoke, tmp_path):
     """An edited training setting: the workflow, a dry run too, stops in a few lines naming each changed cell and
     field, and no file of the tree changes; keep plans no training; retrain moves every changed run's records and

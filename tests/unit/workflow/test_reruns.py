@@ -17,6 +17,7 @@ from graft.planning.plan import training_cells
 from graft.results import ResultsTree
 from graft.train.checkpoint import resume_state
 from graft.train.run_state import REPLACED, retire
+from graft.workflow import reruns
 from graft.workflow.reruns import cell_identity, changed_runs, changed_runs_message, train_params
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -152,3 +153,42 @@ def test_retiring_a_run_keeps_its_records_and_evaluations_and_removes_only_its_c
     assert (kept / "evaluations" / "smol" / "step_00002.json").is_file() and not evals.exists()
     assert not (run.root / "checkpoints").exists() and not run.run_json.exists()
     assert other.read_text() == "mine"
+
+
+def test_each_setting_is_a_param_of_its_own_named_by_its_config_field():
+    settings = json.dumps(
+        {"run": {"settings": {"train": {"lr": 1e-5}, "models": {"b": {"lr": None}, "a": {"lr": 2e-5}}}, "steps": 3}}
+    )
+    assert reruns.param_fields(settings, ("a", "b")) == {
+        "run_settings_train_lr": "train.lr=1e-05",
+        "run_settings_models_model1_lr": "models.b.lr=null",
+        "run_settings_models_model0_lr": "models.a.lr=2e-05",
+        "run_steps": "train.steps=3",
+    }
+    # another cell's models fill the same slots, so every job of a rule has the same params
+    assert reruns.param_fields(json.dumps({"models": {"c": {"lr": 1}}}), ("c",)) == {
+        "models_model0_lr": "models.c.lr=1"
+    }
+    assert reruns.param_fields(json.dumps({"k": 1}), within="eval") == {"eval_k": "eval.k=1"}
+    assert reruns.param_fields(json.dumps([{"x": 1}, 2]), ("m",), ("toy.models.m", "toy.seed")) == {
+        "toy_models_model0_x": "toy.models.m.x=1",
+        "toy_seed": "toy.seed=2",
+    }
+
+
+def test_a_change_of_one_setting_changes_one_param_of_the_cells_that_use_it_and_none_of_another():
+    """What Snakemake compares: the set of a job's param values."""
+    before = config_from_dict(SMOKE)
+    after = config_from_dict(apply_settings(SMOKE, [("models.qwen.template", "{problem} =")]))
+    tree = ResultsTree(before.results)
+
+    def values(cfg, cell):
+        return set(reruns.param_fields(train_params(cfg, cell, tree), cell.models).values())
+
+    cells = training_cells(before)
+    alone = next(c for c in cells if c.models == ("smol",))
+    pair = next(c for c in cells if set(c.models) == {"smol", "qwen"})
+    assert values(before, alone) == values(after, alone)
+    changed = values(before, pair) ^ values(after, pair)
+    names = {"models.qwen.template"} | ({"eval.models.qwen.template"} if before.workflow.eval_in_train else set())
+    assert {v.split("=", 1)[0] for v in changed} == names
