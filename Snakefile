@@ -86,6 +86,12 @@ onstart:
         export_attempts()
 
 
+# Under a disk budget Snakemake runs no cell waiting behind one that failed for good in this invocation: the next
+# invocation moves them to another lane (graft.planning.turns), and this says so.
+onerror:
+    held_behind_failures()
+
+
 rule all:
     """The main job: the cells of workflow.main_cells (every cell where it names none) and their report."""
     default_target: True

@@ -44,7 +44,7 @@ from graft.workflow.reruns import (
     train_params,
 )
 from graft.planning.site import rule_resources, runtime_asks, stop_lead_seconds
-from graft.planning.turns import failed_cells
+from graft.planning.turns import failed_cells, relaunch_line
 from graft.planning.targets import Invocation, Stage, needed_cells, summary
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
@@ -165,6 +165,24 @@ KEPT = (
     if CFG.workflow.changed_runs == "keep"
     else {}
 )
+
+
+def held_behind_failures():
+    """Print which cells waited in vain behind cells that failed for good in this invocation (RELAUNCH)."""
+    try:
+        failed_now = failed_cells(list(CELLS.values()), TREE)
+    except ConfigError as err:
+        print(f"graft: error: {err}", file=sys.stderr)
+        return
+    line = relaunch_line(
+        DISK_TURN,
+        FAILED,
+        failed_now,
+        lambda c: c.run_dir(TREE).done.exists(),
+        lambda c: f"{c.method}/{c.cell}/seed{c.seed}",
+    )
+    if line:
+        print(line, file=sys.stderr)
 
 
 def cell_of(wc):

@@ -12,7 +12,7 @@ inputs of the training jobs.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 from graft.errors import ConfigError
@@ -58,6 +58,52 @@ def waits(ordered: list[Cell], k: int, failed: dict[Cell, str], sources: dict[Ce
             before[cell] = last[lane[cell]]
         last[lane[cell]] = cell
     return before
+
+
+RELAUNCH = "the next invocation gives them another lane"
+"""Words of the line the workflow prints when cells waited behind one that failed for good, which
+slurm/controller.sbatch reads to run the workflow again."""
+
+
+def held_behind(before: Mapping[Cell, Cell], failed: Iterable[Cell], finished: Callable[[Cell], bool]) -> list[Cell]:
+    """The cells of ``before`` (each cell -> the cell it waits for, ``waits``) that are not ``finished`` and wait,
+    directly or behind others, for one of ``failed``: Snakemake runs none of them in the invocation in which that
+    cell failed, since no job runs downstream of a failed one."""
+    failed = set(failed)
+    held = []
+    for cell in before:
+        ahead = before.get(cell)
+        while ahead is not None and ahead not in failed:
+            ahead = before.get(ahead)
+        if ahead is not None and not finished(cell):
+            held.append(cell)
+    return held
+
+
+def relaunch_line(
+    before: Mapping[Cell, Cell],
+    failed_at_start: Iterable[Cell],
+    failed_now: Iterable[Cell],
+    finished: Callable[[Cell], bool],
+    name: Callable[[Cell], str] = str,
+) -> str | None:
+    """The line for the end of an invocation (``before``: the lanes it was planned with) if cells failed for good in
+    it (in ``failed_now``, not in ``failed_at_start``) with cells not ``finished`` behind them, else None."""
+    new = [c for c in failed_now if c not in set(failed_at_start)]
+    return relaunch_message([name(c) for c in new], held_behind(before, new, finished))
+
+
+def relaunch_message(failed: Iterable[str], held: list) -> str | None:
+    """The line for the end of an invocation in which the cells named ``failed`` failed for good and ``held``
+    waited behind them, or None where nothing waited."""
+    if not held:
+        return None
+    names = ", ".join(sorted(failed))
+    return (
+        f"graft: {len(held)} cell(s) of the disk budget's lanes waited behind {names}, which failed for good on "
+        f"its last attempt (failed.json beside the run, kept with its checkpoints); {RELAUNCH}: run the same "
+        "command again (slurm/controller.sbatch does so by itself)"
+    )
 
 
 def _readers(sequence: list[Cell], sources: dict[Cell, Cell], read: set[Cell]) -> set[Cell]:

@@ -23,6 +23,7 @@ from graft.config import config_from_dict, load_config
 from graft.planning.job_lengths import job_hours
 from graft.planning.plan import base_evaluations, checkpoint_steps, describe, disk_turns, training_cells
 from graft.planning.site import GPU_RULES, runtime_asks, stop_lead_seconds
+from graft.planning.turns import RELAUNCH
 from graft.results import ResultsTree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -695,16 +696,21 @@ def test_the_cells_behind_a_failed_one_wait_for_another_lane_in_the_next_invocat
 LANES = """
 import os
 from pathlib import Path
-from graft.planning.turns import failure_time, waits
+from graft.planning.turns import failure_time, relaunch_line, waits
 from graft.results import RunDir
 from graft.workflow.failures import ATTEMPTS_ENV
 
 CELLS = list("abcdef")
-FAILED = {c: at for c in CELLS if (at := failure_time(RunDir(Path("runs", c)))) is not None}
+def failed():
+    return {c: at for c in CELLS if (at := failure_time(RunDir(Path("runs", c)))) is not None}
+FAILED = failed()
 BEFORE = waits(CELLS, 2, FAILED, {})
 
 onstart:
     os.environ[ATTEMPTS_ENV] = str(workflow.execution_settings.retries + 1)
+
+onerror:
+    print(relaunch_line(BEFORE, FAILED, failed(), lambda c: Path("runs", c, "done.json").exists()))
 
 rule all:
     input: expand("runs/{cell}/pruned.json", cell=CELLS)
@@ -741,9 +747,13 @@ def test_a_cell_that_fails_for_good_holds_back_only_its_lane_and_the_next_invoca
     def pruned():
         return {cell for cell in "abcdef" if (tmp_path / "runs" / cell / "pruned.json").exists()}
 
-    assert invocation().returncode != 0
+    first = invocation()
+    assert first.returncode != 0
     assert pruned() == {"a", "c", "e"} and (tmp_path / "runs" / "b" / "failed.json").exists()
-    assert invocation().returncode != 0  # b fails again; nothing waits for it any more
+    # the workflow's line: d and f waited behind b (slurm/controller.sbatch runs the workflow again on it)
+    assert "graft: 2 cell(s) of the disk budget's lanes waited behind b," in first.stdout, first.stdout
+    again = invocation()
+    assert again.returncode != 0 and RELAUNCH not in again.stdout  # b fails again; nothing waits for it any more
     assert pruned() == set("acdef")
     holding, most = set(), 0
     for event, cell in (line.split() for line in (tmp_path / "events").read_text().splitlines()):

@@ -7,17 +7,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from graft.planning.turns import RELAUNCH, relaunch_message
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "slurm" / "controller.sbatch"
 
 
-def _run(tmp_path: Path, *args: str, with_snakemake: bool = True) -> subprocess.CompletedProcess:
+def _run(
+    tmp_path: Path, *args: str, with_snakemake: bool = True, snakemake: str = 'echo "cwd=$(pwd) args=$*"'
+) -> subprocess.CompletedProcess:
     tools = tmp_path / f"bin{len(list(tmp_path.glob('bin*')))}"
     tools.mkdir()
-    for name in ("bash", "dirname"):
+    for name in ("bash", "dirname", "mktemp", "tee", "grep", "rm", "cat"):
         (tools / name).symlink_to(shutil.which(name))
     if with_snakemake:
-        (tools / "snakemake").write_text('#!/bin/sh\necho "cwd=$(pwd) args=$*"\n')
+        (tools / "snakemake").write_text(f"#!/bin/sh\n{snakemake}\n")
         (tools / "snakemake").chmod(0o755)
     env = {"PATH": str(tools), "SLURM_SUBMIT_DIR": str(tmp_path)}
     return subprocess.run(
@@ -43,3 +47,24 @@ def test_its_sbatch_defaults_ask_for_a_cpu_job_and_no_gpu():
     lines = [line for line in SCRIPT.read_text().splitlines() if line.startswith("#SBATCH")]
     assert "#SBATCH --time=7-00:00:00" in lines and not any("gres" in line or "gpu" in line for line in lines)
     assert os.access(SCRIPT, os.X_OK)
+
+
+def test_it_runs_the_workflow_again_while_cells_failed_anew_with_cells_behind_them(tmp_path):
+    """The workflow's line after a cell failed for good with cells behind it (graft.planning.turns): the controller
+    runs it again; a failure without that line, or a success, ends it with the workflow's status."""
+    line = relaunch_message(["grpo_n8/smol/seed0"], ["a cell behind it"])
+    assert RELAUNCH in line and RELAUNCH in SCRIPT.read_text()
+    # fails twice with the line, then once without it
+    rounds = (
+        'n=$(cat rounds 2>/dev/null || echo 0); echo $((n + 1)) > rounds; echo "round $n"; '
+        f'if [ "$n" -lt 2 ]; then echo "{line}" >&2; exit 1; fi; exit 3'
+    )
+    done = _run(tmp_path, snakemake=rounds)
+    assert done.returncode == 3 and (tmp_path / "rounds").read_text().strip() == "3", done.stderr
+    # Snakemake's output, both streams, goes on to the controller's log
+    assert [x for x in done.stdout.splitlines() if x.startswith("round")] == ["round 0", "round 1", "round 2"]
+    assert done.stdout.count(RELAUNCH) == 2
+    assert done.stderr.count("running the workflow again") == 2
+    (tmp_path / "rounds").unlink()
+    once = _run(tmp_path, snakemake=f'echo "{line}"; exit 0')
+    assert once.returncode == 0 and "running the workflow again" not in once.stderr
