@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -52,7 +53,20 @@ def write_data(spec: ToySpec, out: Path) -> dict[str, int]:
 
 
 def read_problems(path: Path) -> list[ToyProblem]:
-    return [ToyProblem(**json.loads(line)) for line in path.read_text().splitlines() if line]
+    """The toy problems of a file ``graft toy data`` wrote; ConfigError in one line naming the first bad line."""
+    fields = ", ".join(f.name for f in dataclasses.fields(ToyProblem))
+    problems = []
+    for number, line in enumerate(path.read_text().split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            problems.append(ToyProblem(**json.loads(line)))
+        except (ValueError, TypeError):
+            raise ConfigError(
+                f"{str(path)!r} line {number} is not a toy problem: expected a JSON object with {fields}, as "
+                "`graft toy data` writes (remove the toy data directory's files to have them written again)"
+            ) from None
+    return problems
 
 
 SLIP_VARIANTS = 8
