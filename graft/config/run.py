@@ -18,6 +18,7 @@ from graft.config.train import TrainSpec
 from graft.config.workflow import WorkflowSpec
 from graft.errors import ConfigError
 from graft.names import GroupName, MethodName, ModelName, PairName, check_distinct
+from graft.paths import check_input, describe
 from graft.typed_config import (
     NON_EMPTY,
     PathText,
@@ -226,10 +227,14 @@ class RunConfig:
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from a file (graft.typed_config.load_yaml); ConfigError for a missing, unparsable or
     non-mapping file, or one with a duplicate key."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"--config: no such file {str(path)!r}")
-    data = load_yaml(path.read_text(), f"--config: {str(path)!r}")
+    path = check_input("--config", Path(path), "file")
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"--config: {describe(err)}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--config: {str(path)!r} is not UTF-8 text; expected a YAML file") from None
+    data = load_yaml(text, f"--config: {str(path)!r}")
     if not isinstance(data, dict):
         raise ConfigError(f"--config: {str(path)!r} must hold a mapping of settings")
     return data

@@ -17,6 +17,7 @@ from graft.engine.logprobs import response_token_logprobs
 from graft.engine.packing import attend_within_rows, pack_rows
 from graft.engine.prompts import Chat, PromptFormat
 from graft.errors import ConfigError
+from graft.paths import check_input
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -100,6 +101,7 @@ def _check_files(path: Path, what: str) -> torch.dtype | None:
     """Refuse a directory that is not a whole safetensors ``from_pretrained`` model of a family graft handles:
     config.json naming one of ``MODEL_TYPES``, the tokenizer's files, and the weights, every shard that the index
     names, each as long as its header says and none empty. Returns the dtype most of the weights are stored in."""
+    check_input(what, path, "directory")
     if not (path / "config.json").is_file():
         raise ConfigError(f"{what}: {str(path)!r} is not a model directory: it lacks config.json")
 

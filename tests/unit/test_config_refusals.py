@@ -286,3 +286,16 @@ def test_a_path_that_a_shell_would_expand_is_refused_in_one_line_naming_its_fiel
 def test_a_path_with_a_tilde_is_refused_by_the_plan_before_anything_runs(tmp_path, capsys):
     err = plan_refuses(tmp_path, capsys, SMOKE.read_text().replace("results: ", "results: ~/", 1))
     assert "config.results: '~/" in err and "does not expand ~" in err
+
+
+def test_a_config_path_of_the_wrong_kind_is_named_for_what_it_is(tmp_path, capsys):
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00")
+    for given, message in [
+        (tmp_path, "is a directory; expected a file"),
+        (tmp_path / "missing.yaml", "no such file"),
+        (tmp_path / "loop1", "no such file"),
+        (tmp_path / "binary.yaml", "is not UTF-8 text; expected a YAML file"),
+    ]:
+        assert message in refused(["plan", "--config", str(given)], capsys, tmp_path)
