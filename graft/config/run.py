@@ -194,10 +194,12 @@ class RunConfig:
             ("generation_tokens_per_s", w.generation_tokens_per_s, "model", self.models),
             ("rollout_tokens_per_s", w.rollout_tokens_per_s, "model", self.models),
             ("ablation_pair", [w.ablation_pair] if w.ablation_pair else [], "pair", self.pairs),
+            ("report.paper_models", self.report.paper_models, "model", self.models),
         ):
+            where = field_name if "." in field_name else f"workflow.{field_name}"
             for name in names or []:
                 if name not in known:
-                    raise ConfigError(f"workflow.{field_name}: unknown {kind} {name!r}; {kind}s: {', '.join(known)}")
+                    raise ConfigError(f"{where}: unknown {kind} {name!r}; {kind}s: {', '.join(known)}")
         scheduled = {*w.grpo, *w.pair_methods, *w.group_methods, *w.ablations, *(["replay"] if w.replay else [])}
         for name in w.method_seeds:
             if name not in scheduled:
