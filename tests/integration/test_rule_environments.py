@@ -21,14 +21,15 @@ import importlib.metadata as md
 import json
 import re
 import shlex
-import subprocess
 import sys
+import tempfile
 import tomllib
 from functools import cache
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers.workflow_dir import run_in
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -76,10 +77,9 @@ print(json.dumps(out))
 @cache
 def workflow_rules() -> dict[str, dict]:
     """Each shipped config's rules: shell command, conda file and the params that are plain strings (the training
-    rule's launcher computed for a one-node job)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", RULES, *map(str, CONFIGS)], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    rule's launcher computed for a one-node job). Snakemake parses the workflow in a directory of its own."""
+    with tempfile.TemporaryDirectory() as where:
+        proc = run_in(Path(where), sys.executable, "-c", RULES, *CONFIGS, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from helpers.own_pair import own_pair_config
 from helpers.run_dirs import unfinish
+from helpers.workflow_dir import run_in, start_in, tool
 
 from graft.config import config_from_dict, load_config
 from graft.planning.job_lengths import job_hours
@@ -30,31 +31,18 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def tool(name: str) -> str:
-    path = BIN / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed; install the test extras: pip install -e '.[test,workflow]'")
-    return found
+def run(where: Path, *cmd, check: bool = False, timeout: float = 1800, env: dict[str, str] | None = None):
+    """``cmd`` in the working directory of its own under ``where`` (helpers.workflow_dir), never the checkout."""
+    return run_in(where, *cmd, check=check, timeout=timeout, env=env)
 
 
-def run(*cmd, check: bool = False, timeout: float = 1800):
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
-    if check:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def smk_cmd(results: Path, *args) -> list[str]:
+def smk_cmd(results: Path, *args, cores: int = 2) -> list[str]:
     """Snakemake on the smoke config with its results under ``results``."""
     return [
         tool("snakemake"),
         *map(str, args),
         "--cores",
-        "2",
+        str(cores),
         "--configfile",
         "config/smoke.yaml",
         "--config",
@@ -63,20 +51,14 @@ def smk_cmd(results: Path, *args) -> list[str]:
 
 
 def smk(results: Path, *args, check: bool = True):
-    return run(*smk_cmd(results, *args), check=check)
+    """Snakemake on the smoke config, in the working directory beside ``results``, which keeps Snakemake's records
+    of that tree."""
+    return run(results.parent, *smk_cmd(results, *args), check=check)
 
 
-def start_smk(results: Path, *args, log: Path | None = None) -> subprocess.Popen:
-    """Snakemake on the smoke config in the background, in a session of its own (so that a test can kill it with
-    everything it runs); its output goes to ``log`` where one is given."""
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    cmd = smk_cmd(results, *args)
-    if log is None:
-        return subprocess.Popen(
-            cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-    with log.open("w") as out:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+def start_smk(results: Path, *args, log: Path | None = None, cores: int = 2) -> subprocess.Popen:
+    """Snakemake on the smoke config in the background (helpers.workflow_dir.start_in)."""
+    return start_in(results.parent, *smk_cmd(results, *args, cores=cores), log=log)
 
 
 def wait_for(event, proc: subprocess.Popen, what: str, timeout: float = 300) -> None:
@@ -114,8 +96,21 @@ def job_counts(proc) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
+    """The smoke tree: ``snakemake all`` on config/smoke.yaml, in smoke0/results (.ci/run compares the Slurm smoke
+    with it, so it stays as that run left it) with Snakemake's records of it in smoke0/workdir. Every test reads it
+    only: one that changes a tree works on its own copy (``own_copy``, which Snakemake holds no record of); the
+    tests that need Snakemake's records of it run dry runs (or build the HTML report) on it."""
     results = tmp_path_factory.mktemp("smoke") / "results"
     smk(results, "all")
+    before = tree_digest(results)
+    yield results
+    assert tree_digest(results) == before, "a test changed the smoke tree: it changes its own copy (own_copy)"
+
+
+def own_copy(smoke: Path, tmp_path: Path) -> Path:
+    """A copy of the smoke tree under ``tmp_path`` (files keep their modification times), for a test to change."""
+    results = tmp_path / "results"
+    shutil.copytree(smoke, results, symlinks=True)
     return results
 
 
@@ -176,7 +171,10 @@ def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path)
     base model per seed of its GRPO n=8 cells, GRPO n=8 and GRAFT on every model and pair, the baselines only where
     ``workflow.baseline_*`` put them, every P1 comparison at 3 seeds and the octo cells at one (graft plan counts
     the same), reported in report_full/."""
-    proc = run(tool("snakemake"), "full", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    results = tmp_path / "results"
+    proc = run(
+        tmp_path, tool("snakemake"), "full", "--dry-run", "--cores", "2", "--config", f"results={results}", check=True
+    )
     out = proc.stdout + proc.stderr
     tests = set(re.findall(r"toy/data/test/(\w+)\.jsonl", out))
     assert tests == {"add", "sub", "add3", "sub3", "mul"}
@@ -195,7 +193,10 @@ def test_the_default_plans_its_worlds_families_and_the_main_comparison(tmp_path)
 def test_the_default_main_job_runs_its_main_cells_and_every_other_cell_stays_a_target(tmp_path):
     """Rule all runs workflow.main_cells (GRPO n=8 of smol and qwen and GRAFT on P1, 3 seeds each, and their base
     models; octo is not built), and a cell outside them, HACPO on P1 seed 1, is a target of its own."""
-    proc = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    results = tmp_path / "results"
+    proc = run(
+        tmp_path, tool("snakemake"), "all", "--dry-run", "--cores", "2", "--config", f"results={results}", check=True
+    )
     out = proc.stdout + proc.stderr
     counts = job_counts(proc)
     assert counts["train"] == 3 + 3 + 3
@@ -203,12 +204,15 @@ def test_the_default_main_job_runs_its_main_cells_and_every_other_cell_stays_a_t
     assert counts["toy_model"] == 2 and "models/octo" not in out
     assert counts["report"] == 1 and "report_full" not in out
     assert set(re.findall(r"report/figures/dynamics_(\w+)\.png", out)) == {"graft_P1"}
-    done = tmp_path / "runs" / "hacpo" / "P1" / "seed1" / "done.json"
-    proc = run(tool("snakemake"), done, "--dry-run", "--cores", "2", "--config", f"results={tmp_path}", check=True)
+    done = results / "runs" / "hacpo" / "P1" / "seed1" / "done.json"
+    proc = run(
+        tmp_path, tool("snakemake"), done, "--dry-run", "--cores", "2", "--config", f"results={results}", check=True
+    )
     assert job_counts(proc)["train"] == 1
 
 
 def test_second_run_does_nothing(smoke):
+    """A dry run on the smoke tree, with Snakemake's records of it."""
     out = smk(smoke, "all", "--dry-run")
     assert "Nothing to be done" in out.stdout + out.stderr
 
@@ -221,7 +225,20 @@ def test_the_report_of_the_main_cells_names_them_and_draws_only_their_figures(sm
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     out = tmp_path / "report"
-    run(tool("graft"), "report", "--config", path, "--results", smoke, "--out", out, "--cells", "main", check=True)
+    run(
+        tmp_path,
+        tool("graft"),
+        "report",
+        "--config",
+        path,
+        "--results",
+        smoke,
+        "--out",
+        out,
+        "--cells",
+        "main",
+        check=True,
+    )
     assert (
         (out / "summary.md")
         .read_text()
@@ -241,8 +258,7 @@ def test_the_report_of_the_main_cells_names_them_and_draws_only_their_figures(sm
 def test_forcing_a_finished_cells_training_keeps_its_run_and_redoes_only_what_reads_it(smoke, tmp_path):
     """--forcerun on a finished cell's done.json runs its job again: the job finds the run finished and keeps it
     (no rule passes --overwrite); the jobs that read it rerun, no other cell's."""
-    results = tmp_path / "results"
-    shutil.copytree(smoke, results, symlinks=True)
+    results = own_copy(smoke, tmp_path)
     target = results / "runs" / "graft_no_gate" / "P1" / "seed0" / "done.json"
     run_dir = target.parent
     before = tree_digest(run_dir, skip=("done.json",))
@@ -271,7 +287,8 @@ def test_the_reason_a_job_reruns_names_the_settings_that_changed_and_no_other(sm
     """Snakemake prints the params that differ from the last run as the reason for a rerun: one param per setting,
     so an evaluation setting's change is named with its old and new value, and nothing else is. A dry run on the
     tree Snakemake recorded (a copy has no record to compare with)."""
-    proc = run(*smk_cmd(smoke, "all", "--dry-run"), "eval={temperature: 0.5}")  # the last --config's second value
+    # the last --config's second value; in the working directory that holds Snakemake's records of the smoke tree
+    proc = run(smoke.parent, *smk_cmd(smoke, "all", "--dry-run"), "eval={temperature: 0.5}")
     reasons = re.findall(r"reason: Params have changed since last execution: (.*)", proc.stdout + proc.stderr)
     assert reasons and "evaluate_base" in job_counts(proc)
     old = load_config(ROOT / "config" / "smoke.yaml").eval.temperature
@@ -285,13 +302,12 @@ def test_a_config_edit_stops_before_any_job_and_changes_nothing_until_the_user_c
     field, and no file of the tree changes; keep plans no training; retrain moves every changed run's records and
     evaluations under replaced/ and trains the cells asked for anew. The tree is a copy, which Snakemake holds no
     record of: the choice must not rest on Snakemake's params."""
-    results = tmp_path / "results"
-    shutil.copytree(smoke, results, symlinks=True)
+    results = own_copy(smoke, tmp_path)
     before = tree_digest(results)
 
     def smk_with(*args, config=(), check=True):  # one --config: a second one would replace the first
         cmd = [tool("snakemake"), *args, "--cores", "2", "--configfile", "config/smoke.yaml"]
-        return run(*cmd, "--config", f"results={results}", *edit, *config, check=check)
+        return run(tmp_path, *cmd, "--config", f"results={results}", *edit, *config, check=check)
 
     edit = ["train={lr: 4.0e-4}"]
     for dry in (["--dry-run"], []):
@@ -322,18 +338,20 @@ def test_a_config_edit_stops_before_any_job_and_changes_nothing_until_the_user_c
     assert "nothing was submitted" not in proc.stderr and job_counts(proc)["train"] >= 1
 
 
-def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke):
-    # A cell whose job did not finish: no done.json, its newest checkpoint gone, none of the outputs downstream
-    # of it. Checkpoint 1 has no optimizer state (a finished run keeps none), so the job starts over.
-    run_dir = smoke / "runs" / "graft" / "P1" / "seed0"
+def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke, tmp_path):
+    """A cell whose job did not finish (in a copy of the smoke tree): no done.json, its newest checkpoint gone, none
+    of the outputs downstream of it. Checkpoint 1 has no optimizer state (a finished run keeps none), so the job
+    starts over."""
+    results = own_copy(smoke, tmp_path)
+    run_dir = results / "runs" / "graft" / "P1" / "seed0"
     unfinish(run_dir)
     shutil.rmtree(run_dir / "checkpoints" / "step_00002")
-    shutil.rmtree(smoke / "eval" / "graft" / "P1" / "seed0")
-    shutil.rmtree(smoke / "report")
-    counts = job_counts(smk(smoke, "all", "--dry-run"))
+    shutil.rmtree(results / "eval" / "graft" / "P1" / "seed0")
+    shutil.rmtree(results / "report")
+    counts = job_counts(smk(results, "all", "--dry-run"))
     expected = {"train": 1, "evaluate_checkpoints": 1, "collect_evaluations": 1, "reevaluate_selected": 1}
     assert counts == {**expected, "prune_checkpoints": 1, "report": 1, "all": 1}
-    smk(smoke, "all")
+    smk(results, "all")
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [(m["step"], m["model"]) for m in metrics] == [(s, m) for s in range(2) for m in ("smol", "qwen")]
     assert (run_dir / "checkpoints" / "step_00002").is_dir()
@@ -344,8 +362,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     runs; unlock and rerun: finished cells are not redone, and every evaluation equals the uninterrupted run's.
     It starts from the smoke tree with its two co-training cells and what follows from them removed (copies keep
     their mtimes), so two training jobs and their evaluations run, not the whole workflow again."""
-    results = tmp_path / "results"
-    shutil.copytree(smoke, results)
+    results = own_copy(smoke, tmp_path)
     for method in ("graft", "graft_no_gate"):
         for stage in ("runs", "eval", "eval_parts", "eval_selected"):
             shutil.rmtree(results / stage / method / "P1" / "seed0")
@@ -389,7 +406,7 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     smk(results, "all", "--rerun-incomplete")
     assert all(done.stat().st_mtime == mtime for done, mtime in ((d / "done.json", m) for d, m in settled.items()))
     assert all(done.stat().st_mtime == mtime for done, mtime in kept.items())
-    compare = run(sys.executable, "tests/helpers/compare_results.py", smoke, results)
+    compare = run(tmp_path, sys.executable, ROOT / "tests" / "helpers" / "compare_results.py", smoke, results)
     assert compare.returncode == 0, compare.stdout + compare.stderr
 
 
@@ -397,8 +414,7 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
     """SIGKILL an evaluation job once it has finished its first checkpoint: Snakemake's rerun, which first deletes
     the job's directory output, evaluates only the checkpoints not yet done (the finished ones are kept beside the
     run), and every result file equals the uninterrupted run's, byte for byte."""
-    results = tmp_path / "results"
-    shutil.copytree(smoke, results)
+    results = own_copy(smoke, tmp_path)
     run_dir = results / "runs" / "grpo_n8" / "smol" / "seed0"
     eval_dir = results / "eval" / "grpo_n8" / "smol" / "seed0"
     shutil.rmtree(eval_dir)
@@ -434,8 +450,7 @@ def test_a_killed_evaluation_job_evaluates_only_the_rest_when_rerun(smoke, tmp_p
 def test_a_cells_checkpoints_evaluated_in_several_jobs_equal_one_jobs(smoke, tmp_path):
     """workflow.eval_checkpoints_per_job: 1 evaluates the cell's two checkpoints in two jobs; collected, the results
     are the one job's, byte for byte."""
-    results = tmp_path / "results"
-    shutil.copytree(smoke, results)
+    results = own_copy(smoke, tmp_path)
     cell = Path("grpo_n8") / "smol" / "seed0"
     for stage in ("eval", "eval_parts"):
         shutil.rmtree(results / stage / cell)
@@ -445,8 +460,11 @@ def test_a_cells_checkpoints_evaluated_in_several_jobs_equal_one_jobs(smoke, tmp
     (tmp_path / "split.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     cmd = [tool("snakemake"), results / "eval" / cell, "--cores", "2", "--configfile", tmp_path / "split.yaml"]
     cmd += ["--config", f"results={results}"]
-    assert job_counts(run(*cmd, "--dry-run", check=True)) == {"evaluate_checkpoints": 2, "collect_evaluations": 1}
-    run(*cmd, check=True)
+    assert job_counts(run(tmp_path, *cmd, "--dry-run", check=True)) == {
+        "evaluate_checkpoints": 2,
+        "collect_evaluations": 1,
+    }
+    run(tmp_path, *cmd, check=True)
     assert sorted(p.name for p in (results / "eval_parts" / cell).iterdir()) == ["part0", "part1"]
     expected = {p.relative_to(smoke / "eval"): p.read_bytes() for p in (smoke / "eval" / cell).rglob("*.json")}
     got = {p.relative_to(results / "eval"): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")}
@@ -461,7 +479,7 @@ def test_pruning_keeps_what_a_retried_evaluation_and_the_report_read(smoke, tmp_
     computes none and writes the same bytes, and the re-evaluation still finds its checkpoint; evaluating a pruned
     checkpoint with other settings is refused with one line."""
     results = tmp_path / "results"
-    shutil.copytree(smoke / "toy", results / "toy")
+    shutil.copytree(smoke / "toy", results / "toy", symlinks=True)
     config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
     for section in (config["models"], config["toy"]["models"], config["report"]["paper_models"]):
         del section["qwen"]
@@ -471,7 +489,7 @@ def test_pruning_keeps_what_a_retried_evaluation_and_the_report_read(smoke, tmp_
     path = tmp_path / "alone.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     cmd = [tool("snakemake"), "all", "--cores", "2", "--configfile", path, "--config", f"results={results}"]
-    run(*cmd, check=True)
+    run(tmp_path, *cmd, check=True)
     cell = Path("grpo_n8") / "smol" / "seed0"
     run_dir = results / "runs" / cell
     record = json.loads((run_dir / "pruned.json").read_text())
@@ -485,32 +503,36 @@ def test_pruning_keeps_what_a_retried_evaluation_and_the_report_read(smoke, tmp_
     assert not list(run_dir.glob("checkpoints/**/optimizer.pt"))
     tables = {p.name: p.read_bytes() for p in (results / "report" / "tables").iterdir()}
     evals = {p.relative_to(results): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")}
-    assert job_counts(run(*cmd, "--dry-run", check=True)) == {}
+    assert job_counts(run(tmp_path, *cmd, "--dry-run", check=True)) == {}
     summary = results / "report" / "summary.md"
     forced = [tool("snakemake"), summary, "--forcerun", "report", *cmd[2:]]
-    assert job_counts(run(*forced, "--dry-run", check=True)) == {"report": 1}
-    run(*forced, check=True)
+    assert job_counts(run(tmp_path, *forced, "--dry-run", check=True)) == {"report": 1}
+    run(tmp_path, *forced, check=True)
     assert {p.name: p.read_bytes() for p in (results / "report" / "tables").iterdir()} == tables
 
     shutil.rmtree(results / "eval_parts" / cell)
     shutil.rmtree(results / "eval" / cell)
     retried = [tool("snakemake"), results / "eval" / cell, *cmd[2:]]
-    assert job_counts(run(*retried, "--dry-run", check=True)) == {"evaluate_checkpoints": 1, "collect_evaluations": 1}
-    run(*retried, check=True)
+    assert job_counts(run(tmp_path, *retried, "--dry-run", check=True)) == {
+        "evaluate_checkpoints": 1,
+        "collect_evaluations": 1,
+    }
+    run(tmp_path, *retried, check=True)
     log = results / "logs" / "eval" / cell / "part0.log"
     events = [json.loads(line)["event"] for line in log.read_text().splitlines() if line.startswith("{")]
     assert events.count("evaluate_kept") == 4 and "evaluate" not in events
     assert {p.relative_to(results): p.read_bytes() for p in (results / "eval" / cell).rglob("*.json")} == evals
     # what follows the evaluations reruns from what is left, and nothing is retrained
     after = {"reevaluate_selected": 1, "prune_checkpoints": 1, "report": 1, "all": 1}
-    assert job_counts(run(*cmd, "--dry-run", check=True)) == after
-    run(*cmd, check=True)
+    assert job_counts(run(tmp_path, *cmd, "--dry-run", check=True)) == after
+    run(tmp_path, *cmd, check=True)
     assert {p.name: p.read_bytes() for p in (results / "report" / "tables").iterdir()} == tables
 
     snapshot = yaml.safe_load((results / "config.yaml").read_text())  # the merged config every job reads
     snapshot["eval"]["k"] = 3
     path.write_text(yaml.safe_dump(snapshot, sort_keys=False))
     refused = run(
+        tmp_path,
         tool("graft"),
         "evaluate",
         "--config",
@@ -532,8 +554,7 @@ def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tm
     model, trains the group's GRAFT cell (one peer's group per all-fail prompt; the metrics name each peer) and
     evaluates every model of it, leaving the smoke's other cells alone; the report's group table has a line per
     model."""
-    results = tmp_path / "results"
-    shutil.copytree(smoke, results)
+    results = own_copy(smoke, tmp_path)
     config = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
     config["models"]["octo"] = {**config["models"]["smol"], "path": "{results}/toy/models/octo"}
     octo = {**config["toy"]["models"]["smol"], "arch": "gpt2", "pre_tokenizer": "space_words"}
@@ -545,9 +566,9 @@ def test_a_group_of_three_trains_and_is_evaluated_through_the_workflow(smoke, tm
     cmd = [tool("snakemake"), results / "eval" / cell, "--cores", "2", "--configfile", tmp_path / "group.yaml"]
     cmd += ["--config", f"results={results}"]
     expected = {"toy_model": 1, "train": 1, "evaluate_checkpoints": 1, "collect_evaluations": 1}
-    assert job_counts(run(*cmd, "--dry-run", check=True)) == expected
-    run(*cmd, check=True)
-    run(*cmd[:1], results / "report" / "tables" / "table_groups.csv", *cmd[2:], check=True)
+    assert job_counts(run(tmp_path, *cmd, "--dry-run", check=True)) == expected
+    run(tmp_path, *cmd, check=True)
+    run(tmp_path, *cmd[:1], results / "report" / "tables" / "table_groups.csv", *cmd[2:], check=True)
     table = (results / "report" / "tables" / "table_groups.csv").read_text().splitlines()
     assert [line.split(",")[2] for line in table[1:]] == ["smol", "qwen", "octo"]
     rows = [json.loads(line) for line in (results / "runs" / cell / "metrics.jsonl").read_text().splitlines()]
@@ -575,7 +596,7 @@ def test_every_job_runs_from_the_configured_environment_and_a_missing_one_stops_
 
     def snakemake(name):
         cmd = [tool("snakemake"), target, "--cores", "1", "--configfile", tmp_path / name]
-        return run(*cmd, "--config", f"results={results}")
+        return run(tmp_path, *cmd, "--config", f"results={results}")
 
     refused = snakemake("missing.yaml")
     assert refused.returncode != 0 and not target.exists()
@@ -599,9 +620,9 @@ PAPER_DRY_RUN = ("all", "--profile", "slurm", "--dry-run", "--config", NO_SITE_C
 
 
 @pytest.fixture(scope="module")
-def paper_dry_run():
+def paper_dry_run(tmp_path_factory):
     """config/paper.yaml's DAG through the paper's Slurm profile, not run."""
-    return run(tool("snakemake"), *PAPER_DRY_RUN, check=True)
+    return run(tmp_path_factory.mktemp("paper"), tool("snakemake"), *PAPER_DRY_RUN, check=True)
 
 
 def test_paper_config_dry_run_through_the_slurm_profile(paper_dry_run):
@@ -617,11 +638,11 @@ def test_paper_config_dry_run_through_the_slurm_profile(paper_dry_run):
     assert counts["report"] == 1
 
 
-def test_the_paper_dry_run_reads_as_a_summary_and_lists_every_job_behind_a_flag(paper_dry_run):
+def test_the_paper_dry_run_reads_as_a_summary_and_lists_every_job_behind_a_flag(paper_dry_run, tmp_path):
     """Through the Slurm profile the paper's dry run is a page a person reads: graft's plan (jobs per rule,
     GPU-hours, disk) and Snakemake's job counts, no block per job and no warning but the disk's, where results: has
     less free space than the peak (here, not on scratch storage); --quiet host lists all 637."""
-    summary = run(tool("snakemake"), *PAPER_DRY_RUN[: -len(LIST_JOBS)], check=True)
+    summary = run(tmp_path, tool("snakemake"), *PAPER_DRY_RUN[: -len(LIST_JOBS)], check=True)
     output = summary.stdout + summary.stderr
     assert len(output.splitlines()) < 100 and "rule train:" not in output
     assert "jobs per rule" in output and "GPU-hours: training" in output and "peak:" in output
@@ -658,7 +679,18 @@ def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than
     peak = [line for line in describe(config, str(path)).splitlines() if "peak under workflow.disk_budget_gb" in line]
     assert len(peak) == 1 and f"at most {k} cells in flight" in peak[0]
     assert float(peak[0].split("GB): ")[1].split(" TB")[0]) <= 5.0
-    out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", *LIST_JOBS, check=True)
+    out = run(
+        tmp_path,
+        tool("snakemake"),
+        "all",
+        "--profile",
+        "slurm",
+        "--configfile",
+        path,
+        "--dry-run",
+        *LIST_JOBS,
+        check=True,
+    )
     waits = train_waits(out)
     assert len(waits) == job_counts(out)["train"] == 56
     assert all(len(w) <= 1 for w in waits.values())
@@ -684,7 +716,18 @@ def test_the_cells_behind_a_failed_one_wait_for_another_lane_in_the_next_invocat
     failed_dir.mkdir(parents=True)
     (failed_dir / "failed.json").write_text('{"failed_at": "2026-12-01T00:00:00.000000Z", "attempt": 3, "exit": 1}\n')
     k, _ = disk_turns(config, cells)
-    out = run(tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run", *LIST_JOBS, check=True)
+    out = run(
+        tmp_path,
+        tool("snakemake"),
+        "all",
+        "--profile",
+        "slurm",
+        "--configfile",
+        path,
+        "--dry-run",
+        *LIST_JOBS,
+        check=True,
+    )
     waits = train_waits(out)
     behind = {cell for cell, w in waits.items() if failed_dir in w}
     assert behind and all(cell.parts[-3] == "replay" for cell in behind)
@@ -742,7 +785,7 @@ def test_a_cell_that_fails_for_good_holds_back_only_its_lane_and_the_next_invoca
 
     def invocation():
         cmd = [tool("snakemake"), "--cores", "3", "--keep-going", "--retries", "1", "--directory", tmp_path]
-        return run(*cmd, "--snakefile", tmp_path / "Snakefile")
+        return run(tmp_path, *cmd, "--snakefile", tmp_path / "Snakefile")
 
     def pruned():
         return {cell for cell in "abcdef" if (tmp_path / "runs" / cell / "pruned.json").exists()}
@@ -795,7 +838,7 @@ def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_th
     def dry_run(*args):
         cmd = [tool("snakemake"), "--profile", "slurm", target, *args, "--dry-run", *LIST_JOBS]
         cmd += ["--config", f"results={results}", NO_SITE_CHECK]
-        return run(*cmd, check=True)
+        return run(tmp_path, *cmd, check=True)
 
     assert job_counts(dry_run()) == {}
     out = dry_run("--forcerun", done)
@@ -809,11 +852,12 @@ def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_th
     assert len(wildcards) == 10 and set(wildcards) == {("graft", "P1", "0")}
 
 
-def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes():
+def test_the_larger_pair_dry_runs_each_training_job_over_two_nodes(tmp_path):
     """config/pair-8b.yaml through the paper's Slurm profile: every training job asks for 2 nodes, one Slurm task
     on each (started by the job's own srun, with the job's CPUs per task: the executor's "mpi" resource), 4 GPUs per
     node and SIGURG 600 s before its time limit."""
     out = run(
+        tmp_path,
         tool("snakemake"),
         "all",
         "--profile",
@@ -844,7 +888,7 @@ def test_the_own_pair_example_dry_runs_its_nine_cells_on_local_models(tmp_path):
     for the test: GRPO n=8 of each model and GRAFT on the pair, 3 seeds each, and nothing to fetch but the two
     benchmarks."""
     config = own_pair_config(tmp_path)
-    out = run(tool("snakemake"), "all", "--dry-run", "--cores", "2", "--configfile", config, check=True)
+    out = run(tmp_path, tool("snakemake"), "all", "--dry-run", "--cores", "2", "--configfile", config, check=True)
     assert job_counts(out) == {
         "fetch_dataset": 2,
         "resolve_methods": 1,
@@ -869,13 +913,13 @@ def job_resources(proc) -> dict[str, tuple[str, dict[str, str]]]:
     return jobs
 
 
-def test_a_partition_and_an_account_keep_every_other_resource_of_every_job(paper_dry_run):
+def test_a_partition_and_an_account_keep_every_other_resource_of_every_job(paper_dry_run, tmp_path):
     """The site's partitions and account, set in the config's slurm section (here on the command line), reach
     every submitted job and change none of its other resources: the profile's defaults stay (Snakemake's
     --default-resources would have replaced them)."""
     before = job_resources(paper_dry_run)
     site = "slurm={site_check: false, gpu_partition: gpu, cpu_partition: cpu, account: lab}"
-    after = job_resources(run(tool("snakemake"), *PAPER_DRY_RUN, "--config", site, check=True))
+    after = job_resources(run(tmp_path, tool("snakemake"), *PAPER_DRY_RUN, "--config", site, check=True))
     assert before.keys() == after.keys() and len(before) > 600
     local = {"collect_evaluations", "prune_checkpoints", "all"}  # never submitted
     for jobid, (rule, resources) in after.items():
@@ -936,7 +980,7 @@ def test_downloads_run_on_the_submitting_host_unless_the_config_says_otherwise(t
     config.setdefault("workflow", {})["fetch_on_submit_host"] = on_submit_host
     path = tmp_path / "paper.yaml"
     path.write_text(yaml.safe_dump(config))
-    out = run(sys.executable, "-c", LOCAL_RULES, path, check=True)
+    out = run(tmp_path, sys.executable, "-c", LOCAL_RULES, path, check=True)
     local = out.stdout.strip().splitlines()[-1].split() if out.stdout.strip() else []
     always = ["collect_evaluations", "prune_checkpoints"]
     assert local == sorted([*always, "fetch_dataset", "fetch_model"] if on_submit_host else always)
@@ -951,8 +995,7 @@ def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp
     results = tmp_path / "results"
     cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
     cmd += ["--config", f"results={results}"]
-    env = {**os.environ, "PATH": f"{BIN}:{tools}"}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    proc = run(tmp_path, *cmd, env={**os.environ, "PATH": str(tools)}, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("--profile slurm: no sbatch or sacct on this machine's PATH") and "--cores N" in last
@@ -982,13 +1025,13 @@ def test_a_dry_run_through_the_slurm_profile_checks_the_site_first_unless_the_co
     no_budget = "workflow={disk_budget_gb: null}"
     cmd = [tool("snakemake"), target, "--profile", "slurm", "--dry-run", "--config", f"results={results}", no_budget]
     env = recorded_slurm(tmp_path, "gpu*|3-00:00:00|gpu:a100:4|64|480000")
-    refused = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    refused = run(tmp_path, *cmd, env=env, timeout=600)
     assert refused.returncode == 1, refused.stderr[-2000:]
     lines = refused.stderr.strip().splitlines()
     assert lines[-1] == "slurm.gpu_type: 'h200' is no GPU GRES type of partition 'gpu'; its types: a100"
     assert "Building DAG of jobs..." not in refused.stdout + refused.stderr  # before any job is planned
     cmd.append(NO_SITE_CHECK)
-    skipped = subprocess.run(list(map(str, cmd)), cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    skipped = run(tmp_path, *cmd, env=env, timeout=600)
     assert skipped.returncode == 0, skipped.stderr[-2000:]
     counts = job_counts(skipped)
     assert {rule: counts[rule] for rule in GPU_RULES if rule in counts} == {
@@ -1011,7 +1054,7 @@ def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_be
     results = tmp_path / "results"
     cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
     cmd += ["--config", f"results={results}", "slurm={gpu_partition: gpu}"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+    proc = run(tmp_path, *cmd, env=env, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last == "slurm.gpu_partition: no partition 'gpu' on this cluster (sinfo); partitions: debug"
