@@ -358,10 +358,12 @@ def test_after_a_killed_training_job_only_the_incomplete_cell_is_redone(smoke, t
 
 
 def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(smoke, tmp_path):
-    """Kill one training job mid-run (SIGKILL, from its run lock's pid), then Snakemake itself with all it still
-    runs; unlock and rerun: finished cells are not redone, and every evaluation equals the uninterrupted run's.
-    It starts from the smoke tree with its two co-training cells and what follows from them removed (copies keep
-    their mtimes), so two training jobs and their evaluations run, not the whole workflow again."""
+    """Once one training job has finished (Snakemake's log reports it), kill the other mid-run (SIGKILL, from its
+    run lock's pid), then Snakemake itself with all it still runs; unlock and rerun: the finished cell is not
+    redone, and every evaluation equals the uninterrupted run's. It starts from the smoke tree with its two
+    co-training cells and what follows from them removed (copies keep their mtimes), so two training jobs and their
+    evaluations run, not the whole workflow again; on one core, so that the second training job starts after the
+    first has finished."""
     results = own_copy(smoke, tmp_path)
     for method in ("graft", "graft_no_gate"):
         for stage in ("runs", "eval", "eval_parts", "eval_selected"):
@@ -371,19 +373,24 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
     assert cells == 2
     kept = {done: done.stat().st_mtime for done in results.glob("runs/*/*/seed*/done.json")}
     log = tmp_path / "snakemake.log"
-    proc = start_smk(results, "all", log=log)
+    proc = start_smk(results, "all", log=log, cores=1)
     try:
         victim = None
 
-        def a_training_job_runs() -> bool:
+        def a_second_training_job_runs() -> bool:
             nonlocal victim
+            finished = jobs_finished(log.read_text(), "train")
+            if not finished:
+                return False
             for lock in results.glob("runs/*/*/seed*/.lock"):
+                if lock.parent / "done.json" in finished:
+                    continue
                 with contextlib.suppress(OSError, ValueError):
                     victim = (lock.parent, json.loads(lock.read_text())["pid"])
                     return True
             return False
 
-        wait_for(a_training_job_runs, proc, "training job running")
+        wait_for(a_second_training_job_runs, proc, "a training job finished and the other one running")
         run_dir, pid = victim
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -393,13 +400,13 @@ def test_a_killed_job_and_a_killed_snakemake_rerun_to_the_uninterrupted_results(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+    # the state the kill meant to reach: one cell finished and recorded complete, the other killed before its end
     assert not (run_dir / "done.json").exists()
     finished = {p.parent: p.stat().st_mtime for p in results.glob("runs/*/*/seed*/done.json") if p not in kept}
-    # A cell whose done.json Snakemake had not yet recorded complete when it was killed is redone; the cells its
-    # log reports finished are not.
     recorded = jobs_finished(log.read_text(), "train")
     settled = {run: mtime for run, mtime in finished.items() if run / "done.json" in recorded}
     assert recorded <= {run / "done.json" for run in finished}
+    assert len(settled) == 1 and run_dir not in settled, (sorted(settled), run_dir)
     smk(results, "--unlock")
     counts = job_counts(smk(results, "all", "--rerun-incomplete", "--dry-run"))
     assert cells - len(finished) <= counts["train"] <= cells - len(settled)  # only the cells that had not finished
