@@ -82,15 +82,42 @@ def test_keeping_everything_keeps_the_unpruned_figures_and_unknown_sizes_show_as
     assert uses["checkpoints"] == uses["total"] == (None, None, None) and uses["trajectories"][1] == 11520
 
 
+def parameters_by_hand(layers, hidden, intermediate, heads, kv_heads, head_dim, vocab) -> int:
+    """A decoder's parameters from its config.json sizes: the embeddings (tied: stored once), per layer q, k, v and
+    o, the gated MLP's three matrices and two norms, and the final norm."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    layer = hidden * (q + 2 * kv) + q * hidden + 3 * hidden * intermediate + 2 * hidden
+    return vocab * hidden + layers * layer + hidden
+
+
 def test_the_paper_config_plans_16_tb_of_checkpoints_and_keeps_under_2_tb():
     """The figures the README states: 15.8 TB of model directories and 5.4 TB of resume state with nothing removed
-    (56 cells, 35 checkpoints of each model), 1.8 TB once every cell is pruned."""
-    lines = describe(load_config(PAPER), str(PAPER)).splitlines()
+    (56 cells, 35 checkpoints of each model), 1.8 TB once every cell is pruned; each computed here by hand from the
+    models' sizes in config/paper.yaml and the paper's cells."""
+    cfg = load_config(PAPER)
+    lines = describe(cfg, str(PAPER)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("disk"))
     rows = {line[:18].strip(): line[18:].split() for line in lines[start + 2 : start + 7]}
-    assert rows["checkpoints"] == ["452.7", "1,354.1", "15,797.4"]
-    assert rows["resume state"] == ["226.4", "0.0", "5,416.3"]
-    assert rows["total"] == ["687.9", "1,792.7", "21,652.4"]
+    assert all(m.sizes.tied and m.dtype == "bfloat16" for m in cfg.models.values())
+    sizes = ("layers", "hidden", "intermediate", "heads", "kv_heads", "head_dim", "vocab")
+    params = {name: parameters_by_hand(*(getattr(m.sizes, f) for f in sizes)) for name, m in cfg.models.items()}
+    # the cells each model trains in: 3 GRPO n=8 seeds, n=16, n=32, n=8 with dynamic sampling; per pair of it
+    # 3 GRAFT seeds, HACPO, SGT and its replay; smollm3 and qwen3 (P1) also in the 17 ablations
+    runs = {"smollm3": 6 + 2 * 6 + 17, "qwen3": 6 + 2 * 6 + 17, "octothinker": 6 + 2 * 6}
+    checkpoints, kept, interim, resumable = 35, 3, 1, cfg.train.resumable_checkpoints
+    all_runs = sum(runs[m] * params[m] for m in params)
+    largest = params["smollm3"] + params["octothinker"]  # P3, the pair of the two largest models
+    # bfloat16 weights: 2 bytes a parameter; resume state (AdamW's two moments and an fp32 copy): 12
+    weights = (largest * 2 * (checkpoints + interim), all_runs * 2 * kept, all_runs * 2 * checkpoints)
+    resume = (largest * 12 * (resumable + interim), 0, all_runs * 12 * resumable)
+    assert rows["checkpoints"] == [f"{b / GB:,.1f}" for b in weights] == ["452.7", "1,354.1", "15,797.4"]
+    assert rows["resume state"] == [f"{b / GB:,.1f}" for b in resume] == ["226.4", "0.0", "5,416.3"]
+    # the total adds up the kinds' rows (trajectories and evaluations besides), up to their rounding
+    kinds = [rows[k] for k in ("checkpoints", "resume state", "trajectories", "evaluations")]
+    for column, total in enumerate(rows["total"]):
+        assert float(total.replace(",", "")) == pytest.approx(
+            sum(float(k[column].replace(",", "")) for k in kinds), abs=0.2
+        )
 
 
 def test_the_peak_counts_the_cells_in_flight_beyond_what_every_cell_keeps():

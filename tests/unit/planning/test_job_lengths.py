@@ -94,15 +94,28 @@ def test_the_paper_config_fits_every_limit_and_a_cell_in_one_job_does_not(monkey
     assert set(rows) == {"train", "evaluate_base", "evaluate_checkpoints", "reevaluate_selected"}
     assert rows["evaluate_checkpoints"][:2] == ["392", "1"]  # 56 cells x 7 jobs, one GPU each
     assert all(float(longest) <= float(limit) for _, _, longest, limit, _ in rows.values())
-    # each kind's GPU-hours add up its jobs: 3,089 checkpoint evaluations and 440 re-evaluations (as graft plan
-    # counts them) of 1,372 problems x 8 samples x 2,048 tokens at 10,500 tokens/s
+    # each kind's GPU-hours add up its jobs, counted here by hand from the paper's cells: per model GRPO n=8 at each
+    # main seed, n=16, n=32 and n=8 with dynamic sampling (one model each); per pair GRAFT at each main seed, HACPO
+    # and SGT (two models each) and a replay of each model (one); 17 ablations on P1 (two models each)
+    models, pairs, seeds = len(cfg.models), len(cfg.pairs), len(cfg.workflow.main_seeds)
+    model_runs = models * (seeds + 3) + pairs * (2 * (seeds + 2) + 2) + 17 * 2
+    # a checkpoint every train.checkpoint_every steps and the last; the base model once per main seed
+    checkpoints = cfg.train.steps // cfg.train.checkpoint_every + (cfg.train.steps % cfg.train.checkpoint_every > 0)
+    evaluations = model_runs * checkpoints + models * seeds
+    reevaluations = model_runs * cfg.eval.selection_runs
+    assert (model_runs, checkpoints, evaluations, reevaluations) == (88, 35, 3089, 440)
+    assert f"{evaluations} checkpoint evaluations" in out and f"{reevaluations} re-evaluations" in out
+    # each of 1,372 problems (MATH500 500, AIME24 30, AIME25 30, AMC23 40, Minerva 272, validation 500) x 8
+    # samples x 2,048 tokens at 10,500 tokens/s
     hours = 1372 * 8 * 2048 / 10500 / 3600
-    assert "3089 checkpoint evaluations" in out and "440 re-evaluations" in out
     # training: each cell's steps at its step time under the config's placement, on the job's 4 GPUs
     rates = gpu_rates(cfg)
     seconds = [step_seconds(cell_steps(cfg, rates, c.method, c.models, "colocated"), "colocated") for c in cells]
     training = sum(seconds) * cfg.train.steps * 4 / 3600
-    expected = f"GPU-hours: training {training:,.0f}, evaluation {3089 * hours:,.0f}, re-evaluation {440 * hours:,.0f}"
+    expected = (
+        f"GPU-hours: training {training:,.0f}, evaluation {evaluations * hours:,.0f}, "
+        f"re-evaluation {reevaluations * hours:,.0f}"
+    )
     assert next(line for line in table if line.startswith("GPU-hours")) == expected
     one_job = dataclasses.replace(cfg, workflow=dataclasses.replace(cfg.workflow, eval_checkpoints_per_job=None))
     warned = [line for line in describe(one_job, "x", Path("workflow/profiles/slurm")).splitlines() if "warn" in line]
