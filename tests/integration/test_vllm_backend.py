@@ -113,7 +113,12 @@ def test_sampling_params_ask_for_the_sampled_token_logprob():
     assert prompt_seed(123, 5) != prompt_seed(123, 6) and prompt_seed(123, 5) == prompt_seed(123, 5)
 
 
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="the vLLM engine needs a GPU")
+gpu = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="the vLLM engine needs a GPU: runs by hand on a GPU machine with vLLM's GPU build "
+    "(.venv-gpu/bin/python -m pytest tests/integration/test_vllm_backend.py); no run of it is recorded "
+    "(bench/results holds bench/checks/gpu_check.sh's records of f27cf03, 2026-12-04, which does not run it)",
+)
 
 
 @gpu
