@@ -101,6 +101,10 @@ class ToySpec:
     """Cross-model mismatch, 0 to 1: the chance that each feature of a warm-up solution (header, operator spacing,
     equals sign, separator, conclusion) is written in the model's ``dialect`` instead of the common writing. 0: all
     models write alike (no mismatch); 1: each writes only its own dialect."""
+    shipped_models: bool = True
+    """Copy a toy model from the project's shipped ones (``toy-models/``, graft.toy.shipped) where its settings equal
+    theirs (toy seed 0's world of config/config.yaml) instead of warming it up; false: build every model. Where a
+    model's bytes come from is no setting a job computes from (as a model's download): it reruns nothing."""
 
     def __post_init__(self) -> None:
         if len(set(self.families)) != len(self.families):

@@ -17,6 +17,7 @@ from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive
 from graft.toy.dialect import draw, write
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
+from graft.toy.shipped import SHIPPED_ROOT, build_settings, choose, copy_shipped, read_manifest
 from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
 from graft.toy.warmup import warm_up
 
@@ -141,10 +142,13 @@ def build_toy_model(
     }
 
 
-def build_world(config: RunConfig, what: str, root: Path, name: str | None = None, log=None) -> dict:
+def build_world(
+    config: RunConfig, what: str, root: Path, name: str | None = None, log=None, shipped_root: Path = SHIPPED_ROOT
+) -> dict:
     """``graft toy data|model|build``: the task's splits under ``root/data`` and/or warmed-up models under
-    ``root/models/<name>`` (one named model, or every toy model for ``build``). ``log(event, **fields)`` reports
-    progress. Returns a summary per part."""
+    ``root/models/<name>`` (one named model, or every toy model for ``build``): each model copied from
+    ``shipped_root`` where its settings equal a shipped model's (graft.toy.shipped.choose), else built.
+    ``log(event, **fields)`` reports progress and where each model came from. Returns a summary per part."""
     if config.toy is None:
         raise ConfigError("toy: this config has no 'toy:' section to build from")
     toy = config.toy
@@ -162,6 +166,16 @@ def build_world(config: RunConfig, what: str, root: Path, name: str | None = Non
             raise ConfigError(f"toy model: {str(warmup_file)!r} is missing; run 'graft toy data' first")
         warmup = read_problems(warmup_file)
         for model in names:
+            settings = build_settings(config, model, warmup_file, torch.get_num_threads())
+            directory, why = choose(config, model, settings, shipped_root)
+            if directory is not None:
+                start = time.perf_counter()
+                copy_shipped(directory, read_manifest(shipped_root)["models"][model]["files"], root / "models" / model)
+                info = {"model": model, "shipped": str(directory), "why": why}
+                summary[model] = {**info, "seconds": round(time.perf_counter() - start, 1)}
+                log("toy_model_shipped", **summary[model])
+                continue
+            log("toy_model_build", model=model, why=why)
             of = toy.models[model].steps
             progress = lambda step, loss, model=model, of=of: log(  # noqa: E731
                 "warmup", model=model, step=step, of=of, loss=round(loss, 4)

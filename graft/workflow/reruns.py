@@ -26,6 +26,7 @@ from graft.errors import ConfigError
 from graft.methods import get_method
 from graft.planning.plan import TrainingCell
 from graft.results import ResultsTree
+from graft.toy.shipped import model_settings
 from graft.train.lock import RunLock
 from graft.train.run_state import FROM_FILES, IDENTITY, differences, holds_run, plan_out, retire, run_identity
 
@@ -147,8 +148,10 @@ def methods_params(cfg: RunConfig) -> str:
 
 
 def toy_data_params(cfg: RunConfig) -> str:
-    """The toy task's splits: the toy section but its models and how they write (no part of the data)."""
-    toy = {k: v for k, v in asdict(cfg.toy).items() if k not in ("models", "mismatch")} if cfg.toy else {}
+    """The toy task's splits: the toy section but its models, how they write and where they come from (no part of
+    the data)."""
+    skip = ("models", "mismatch", "shipped_models")
+    toy = {k: v for k, v in asdict(cfg.toy).items() if k not in skip} if cfg.toy else {}
     return json.dumps(_json(toy), sort_keys=True)
 
 
@@ -159,9 +162,7 @@ TOY_MODEL_LABELS = ("toy.models.{model}", "models.{model}", "toy.seed", "toy.mis
 def toy_model_params(cfg: RunConfig, model: str) -> str:
     """A toy model's build: its toy entry, its model entry but the RL learning rate and where it is stored, the
     world's seed and how much each model writes in its own dialect."""
-    assert cfg.toy is not None
-    spec = {k: v for k, v in asdict(cfg.models[model]).items() if k not in ("lr", *MODEL_PLACEMENT)}
-    return json.dumps(_json([cfg.toy.models[model], spec, cfg.toy.seed, cfg.toy.mismatch]), sort_keys=True)
+    return json.dumps(model_settings(cfg, model), sort_keys=True)
 
 
 def stored_identity(cell: TrainingCell, tree: ResultsTree) -> dict | None:

@@ -1,0 +1,127 @@
+"""Which toy models are copied from the shipped ones: only where every setting equals the shipped model's and its
+files have their recorded digests; any other setting builds, a damaged file is refused. No warm-up runs here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graft.config import load_config
+from graft.errors import ConfigError
+from graft.numerics import PIN_VARIABLE
+from graft.toy import build as toy_build
+from graft.toy.build import build_world
+from graft.toy.shipped import (
+    MANIFEST,
+    build_settings,
+    choose,
+    settings_digest,
+    sha256_file,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULT = ROOT / "config" / "config.yaml"
+
+
+def _config(*settings):
+    return load_config(DEFAULT, list(settings))
+
+
+def _world(tmp_path: Path, threads: int = 1) -> tuple[Path, Path]:
+    """A toy root with warm-up data, and a shipped root whose model ``smol`` was built from the default's settings
+    on that data (its files stand-ins: the logic reads their digests, not their weights)."""
+    toy = tmp_path / "toy"
+    (toy / "data").mkdir(parents=True)
+    (toy / "data" / "warmup.jsonl").write_text("")
+    shipped = tmp_path / "shipped"
+    (shipped / "smol").mkdir(parents=True)
+    files = {"model.safetensors": b"weights", "tokenizer.json": b"{}", "config.json": b"{}"}
+    for name, data in files.items():
+        (shipped / "smol" / name).write_bytes(data)
+    settings = build_settings(_config(), "smol", toy / "data" / "warmup.jsonl", threads)
+    entry = {**settings, "settings_sha256": settings_digest(settings)}
+    entry["files"] = {name: sha256_file(shipped / "smol" / name) for name in files}
+    manifest = {"format": 1, "built_on": {"cpu": "AMD EPYC", "vendor": "amd"}, "models": {"smol": entry}}
+    (shipped / MANIFEST).write_text(json.dumps(manifest))
+    return toy, shipped
+
+
+def _choose(config, toy: Path, shipped: Path, threads: int = 1):
+    return choose(config, "smol", build_settings(config, "smol", toy / "data" / "warmup.jsonl", threads), shipped)
+
+
+def test_equal_settings_copy_the_shipped_model_without_a_warm_up(tmp_path, monkeypatch):
+    toy, shipped = _world(tmp_path)
+    directory, why = _choose(_config(), toy, shipped)
+    assert directory == shipped / "smol" and "equal" in why and "AMD EPYC" in why
+
+    def no_warm_up(*args, **kwargs):
+        raise AssertionError("a shipped model was warmed up")
+
+    monkeypatch.setattr(toy_build, "build_toy_model", no_warm_up)
+    monkeypatch.setattr(toy_build.torch, "get_num_threads", lambda: 1)
+    events = []
+    summary = build_world(_config(), "model", toy, "smol", lambda e, **f: events.append(e), shipped_root=shipped)
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert (toy / "models" / "smol" / name).read_bytes() == (shipped / "smol" / name).read_bytes()
+    assert summary["smol"]["shipped"] == str(shipped / "smol") and events == ["toy_model_shipped"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        (("toy.seed", 1), "toy.seed 1 (shipped: 0)"),
+        (("toy.models.smol.steps", 1499), "toy.models.smol.steps 1499 (shipped: 1500)"),
+        (("toy.models.smol.vocab_size", 401), "toy.models.smol.vocab_size"),
+        (("toy.mismatch", 0.5), "toy.mismatch 0.5 (shipped: 0.0)"),
+        (("models.smol.template", "{problem} =\n"), "models.smol.template"),
+    ],
+)
+def test_any_setting_that_differs_builds_and_says_which(tmp_path, setting, named):
+    toy, shipped = _world(tmp_path)
+    directory, why = _choose(_config(setting), toy, shipped)
+    assert directory is None and named in why
+
+
+def test_other_warm_up_data_threads_or_numerics_build(tmp_path, monkeypatch):
+    toy, shipped = _world(tmp_path)
+    assert "threads 2 (shipped: 1" in _choose(_config(), toy, shipped, threads=2)[1]
+    monkeypatch.setenv(PIN_VARIABLE, "native")
+    assert "GRAFT_CPU_NUMERICS native" in _choose(_config(), toy, shipped)[1]
+    monkeypatch.delenv(PIN_VARIABLE)
+    (toy / "data" / "warmup.jsonl").write_text("{}\n")
+    directory, why = _choose(_config(), toy, shipped)
+    assert directory is None and "warm-up data" in why
+
+
+def test_the_switch_off_no_manifest_or_no_entry_builds(tmp_path):
+    toy, shipped = _world(tmp_path)
+    assert _choose(_config(("toy.shipped_models", False)), toy, shipped) == (None, "toy.shipped_models is false")
+    settings = build_settings(_config(), "qwen", toy / "data" / "warmup.jsonl", 1)
+    assert choose(_config(), "qwen", settings, shipped)[0] is None
+    assert choose(_config(), "smol", settings, tmp_path / "nowhere")[0] is None
+
+
+@pytest.mark.parametrize("damage", ["edited", "missing"])
+def test_a_damaged_shipped_file_is_refused_in_one_line(tmp_path, damage):
+    toy, shipped = _world(tmp_path)
+    weights = shipped / "smol" / "model.safetensors"
+    if damage == "edited":
+        weights.write_bytes(b"weightz")
+    else:
+        weights.unlink()
+    with pytest.raises(ConfigError) as refusal:
+        _choose(_config(), toy, shipped)
+    message = str(refusal.value)
+    assert "\n" not in message and str(weights) in message and "toy.shipped_models: false" in message
+    # with the switch off the model is built, shipped files unread
+    assert _choose(_config(("toy.shipped_models", False)), toy, shipped)[0] is None
+
+
+def test_a_broken_manifest_is_refused_in_one_line(tmp_path):
+    toy, shipped = _world(tmp_path)
+    (shipped / MANIFEST).write_text("{not json")
+    with pytest.raises(ConfigError, match="manifest"):
+        _choose(_config(), toy, shipped)
