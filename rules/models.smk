@@ -3,7 +3,9 @@ from pathlib import Path
 if TOY:
 
     rule toy_model:
-        """A tiny model: tokenizer trained from scratch, fresh weights, supervised warm-up, save_pretrained."""
+        """A tiny model: tokenizer trained from scratch, fresh weights, supervised warm-up, save_pretrained; or a copy
+        of the shipped one (toy-models/) where its settings equal it and toy.shipped_models is on (graft/toy/shipped.py).
+        """
         input:
             warmup=f"{TREE.toy}/data/warmup.jsonl",
         output:

@@ -5,7 +5,8 @@ wildcards, and the CPU); keeps the run's report under bench/results/ for the REA
 
 Usage: python bench/benchmarks/workflow_time.py [--results /tmp/graft-timing/results [--replace]] [--cores 2]
        python bench/benchmarks/workflow_time.py --log .snakemake/log/<run>.snakemake.log --minutes M
-       (the second times an earlier run from its log)
+       (the second times an earlier run from its log; bench/benchmarks/main_job_clone.sh runs the README's main
+       job on a fresh clone and records it this way, with its install's seconds: --install-seconds)
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parents[1] / "results" / "workflow_time.json")
     parser.add_argument("--log", type=Path, help="read this Snakemake log of a finished run instead of running")
     parser.add_argument("--minutes", type=float, help="with --log: the run's wall-clock minutes")
+    parser.add_argument("--install-seconds", type=float, help="the install's seconds before the run, recorded too")
+    parser.add_argument("--note", help="what else to record with the run (its commit, the machine's load)")
     args = parser.parse_args()
     if args.log:
         if args.minutes is None:
@@ -100,6 +103,9 @@ def main() -> None:
         "cores": args.cores,
         "seconds": round(seconds, 1),
         "minutes": round(seconds / 60, 2),
+        **({"install_seconds": args.install_seconds} if args.install_seconds is not None else {}),
+        **({"note": args.note} if args.note else {}),
+        "job_seconds": sum(value for _, _, value in jobs),
         "rules": {r: {"jobs": len(v), "job_seconds": sum(v)} for r, v in by_rule.items()},
         "jobs": [{"rule": r, "wildcards": w, "seconds": v} for r, w, v in jobs],
     }

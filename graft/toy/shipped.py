@@ -164,7 +164,8 @@ def write_shipped(config: RunConfig, toy_root: Path, threads: int, out: Path) ->
         if not (built / "model.safetensors").is_file():
             raise ConfigError(f"--from: {str(built)!r} holds no built model; run the toy_model rule first")
         settings = build_settings(config, name, warmup, threads)
-        files = {p.name: sha256_file(p) for p in sorted(built.iterdir()) if p.is_file()}
+        # the files save_pretrained wrote (Snakemake marks a directory output with a hidden timestamp file)
+        files = {p.name: sha256_file(p) for p in sorted(built.iterdir()) if p.is_file() and not p.name.startswith(".")}
         models[name] = {**settings, "settings_sha256": settings_digest(settings), "files": files}
     manifest = {
         "format": FORMAT,
@@ -176,7 +177,9 @@ def write_shipped(config: RunConfig, toy_root: Path, threads: int, out: Path) ->
     }
     tmp = begin_dir(out)
     for name in models:
-        shutil.copytree(toy_root / "models" / name, tmp / name)
+        (tmp / name).mkdir()
+        for file in models[name]["files"]:
+            shutil.copyfile(toy_root / "models" / name / file, tmp / name / file)
     write_text(tmp / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     commit_dir(tmp, out)
     return manifest

@@ -15,8 +15,10 @@ from graft.toy import build as toy_build
 from graft.toy.build import build_world
 from graft.toy.shipped import (
     MANIFEST,
+    SHIPPED_ROOT,
     build_settings,
     choose,
+    model_settings,
     settings_digest,
     sha256_file,
 )
@@ -125,3 +127,25 @@ def test_a_broken_manifest_is_refused_in_one_line(tmp_path):
     (shipped / MANIFEST).write_text("{not json")
     with pytest.raises(ConfigError, match="manifest"):
         _choose(_config(), toy, shipped)
+
+
+def test_the_shipped_models_are_the_default_worlds_and_its_digest_records():
+    """The repository's toy-models/: every file has its recorded digest, each model was built from the default's
+    settings on the warm-up data the digest record holds, and its weights and tokenizer are the record's of the CPU
+    vendor that built them."""
+    manifest = json.loads((SHIPPED_ROOT / MANIFEST).read_text())
+    config = _config()
+    vendor = manifest["built_on"]["vendor"]
+    record_path = ROOT / "config" / "digests" / ("default.json" if vendor == "amd" else f"default.{vendor}.json")
+    record = json.loads(record_path.read_text())
+    assert sorted(manifest["models"]) == sorted(config.toy.models)
+    for name, entry in manifest["models"].items():
+        for file, digest in entry["files"].items():
+            assert sha256_file(SHIPPED_ROOT / name / file) == digest, f"toy-models/{name}/{file}"
+        assert entry["settings"] == model_settings(config, name)
+        assert entry["threads"] == config.workflow.build_threads and entry["numerics"] == "avx2"
+        assert entry["warmup_sha256"] == record["toy"]["data"]["warmup.jsonl"]
+        settings = {k: entry[k] for k in ("settings", "warmup_sha256", "threads", "numerics")}
+        assert entry["settings_sha256"] == settings_digest(settings)
+        for file in ("model.safetensors", "tokenizer.json"):
+            assert entry["files"][file] == record["toy"]["models"][name][file], f"{name}/{file}"
