@@ -224,4 +224,4 @@ def test_complementarity_refuses_an_unbuilt_model_before_compute(tmp_path, capsy
     path.write_text(yaml.safe_dump(config))
     assert main(["complementarity", "--config", str(path), "--models", "smol,qwen"]) == 2
     err = capsys.readouterr().err
-    assert "models.smol.path" in err and "is not a model directory" in err and err.count("\n") == 1
+    assert "models.smol.path" in err and "toy/models/smol': no such directory" in err and err.count("\n") == 1

@@ -292,10 +292,10 @@ def test_a_config_path_of_the_wrong_kind_is_named_for_what_it_is(tmp_path, capsy
     (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
     (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
     (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00")
-    for given, message in [
+    for path, message in [
         (tmp_path, "is a directory; expected a file"),
         (tmp_path / "missing.yaml", "no such file"),
         (tmp_path / "loop1", "no such file"),
         (tmp_path / "binary.yaml", "is not UTF-8 text; expected a YAML file"),
     ]:
-        assert message in refused(["plan", "--config", str(given)], capsys, tmp_path)
+        assert message in refused(["plan", "--config", str(path)], capsys, tmp_path)
