@@ -47,8 +47,17 @@ MANIFEST = "manifest.json"
 when they are pruned, so that an evaluation kept beside the run can still be matched to what it evaluated."""
 
 RESUME_STATE = ("optimizer.pt", "sharded")
-"""What a checkpoint's model directory holds for a resume only (graft.train.checkpoint.resume_state): pruning
-removes it once the run is done, and evaluation does not read it."""
+"""What a checkpoint's model directory holds for a resume only (``resume_state``): pruning removes it once the
+run is done, and evaluation does not read it."""
+
+
+def resume_state(ckpt: Path, model: str) -> tuple[Path, Path]:
+    """Where a checkpoint keeps the state a resume needs: one process's ``optimizer.pt`` (with the float32 master
+    weights when the model is exported in bfloat16), or the directory of a sharded run's model and optimizer
+    shards."""
+    optimizer, sharded = RESUME_STATE
+    return ckpt / model / optimizer, ckpt / model / sharded
+
 
 _STEP = re.compile(r"step_(\d{5})(?:\.json|\.parquet)?")
 

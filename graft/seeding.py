@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # imported where a generator is made: the workflow derives seeds at parse time, without torch
+    import torch
 
 _MAX = 2**63
 
@@ -85,4 +87,6 @@ def derive(seed: int, purpose: str, *parts: int | str) -> int:
 
 def generator(seed: int, purpose: str, *parts: int | str) -> torch.Generator:
     """A torch generator seeded with ``derive(seed, purpose, *parts)``."""
+    import torch
+
     return torch.Generator().manual_seed(derive(seed, purpose, *parts))

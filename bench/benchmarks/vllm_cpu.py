@@ -25,7 +25,8 @@ import torch
 from graft.config import load_config
 from graft.engine.policy import load_policy
 from graft.engine.rollout import HFRollout
-from graft.engine.vllm import VERSIONS, VLLMRollout
+from graft.engine.vllm import VLLMRollout
+from graft.engine.vllm_builds import VERSIONS
 from graft.results import ResultsTree, write_text
 from graft.toy.models import ToyArch, build_model, save
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from graft.config import RunConfig
 from graft.config.models import HUB_ID, HubDataset, hub_dataset
 from graft.data.benchmarks import HUB, VALIDATION_SIZE, fetch_from_hub
-from graft.engine.policy import check_model_dir
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 
@@ -26,6 +25,10 @@ def fetch_model(hub_id: str, out: str | Path, check: tuple[RunConfig, str] | Non
     ``chat_template.jinja`` of its own) into ``out``, checked (``check_model_dir``) before the snapshot is put in
     place. ``check``: (config, model name) whose prompt format and sequence lengths the download must serve."""
     from huggingface_hub import snapshot_download
+
+    # here, not at the top: the workflow plans from this module at parse time, and the model check's transformers
+    # takes seconds to import
+    from graft.engine.policy import check_model_dir
 
     out = Path(out)
     tmp = begin_dir(out)

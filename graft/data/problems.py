@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
-
 from graft import seeding
 from graft.engine.prompts import Chat, Message
 from graft.engine.reward import gold_problem, last_boxed
@@ -252,6 +250,8 @@ def batch_indices(step: int, batch_size: int, num_problems: int, seed: int) -> l
     if per_epoch == 0:
         raise ValueError(f"a batch of {batch_size} prompts needs at least as many problems, got {num_problems}")
     epoch, position = divmod(step, per_epoch)
+    import torch  # here, not at the top: the workflow reads data files at parse time, and torch takes seconds
+
     generator = seeding.generator(seed, "epoch", epoch)
     permutation = torch.randperm(num_problems, generator=generator).tolist()
     return permutation[position * batch_size : (position + 1) * batch_size]

@@ -22,14 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from graft.engine.chunks import chunk_positions
 from graft.engine.deepspeed_engine import is_engine
-
-FLOAT32_BYTES = 4
-
-
-def chunk_positions(vocab_size: int, chunk_mib: float) -> int:
-    """Positions whose float32 logits fill ``chunk_mib`` MiB (at least one)."""
-    return max(1, int(chunk_mib * 2**20) // (vocab_size * FLOAT32_BYTES))
 
 
 def _chunk_logprobs(

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import ModelSizes, RunConfig, model_groups
-from graft.engine.logprobs import chunk_positions
+from graft.engine.chunks import chunk_positions
 
 GB = 1e9
 """The plan's unit, that of a GPU's memory (``RunConfig.gpu``): every figure ``graft plan`` prints is in GB of 1e9

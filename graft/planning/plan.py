@@ -297,7 +297,7 @@ def only_methods(cells: list[TrainingCell], methods: list[str]) -> list[Training
 def check_engines(cfg: RunConfig, cells: list[TrainingCell]) -> None:
     """Refuse, before anything is submitted, a model that the jobs' vLLM CPU build has no attention kernel for
     (the jobs' environment: ``workflow.environment``, else this one)."""
-    from graft.engine.vllm import cpu_head_size_problem, environment_build
+    from graft.engine.vllm_builds import cpu_head_size_problem, environment_build
 
     if cfg.scale.rollout != "vllm" or environment_build(cfg.workflow.environment) != "cpu":
         return
@@ -357,7 +357,7 @@ def check_memory(cfg: RunConfig, cells: list[TrainingCell]) -> None:
 def gpu_ask_problem(cfg: RunConfig) -> str | None:
     """Why the config's jobs would work on GPUs they do not ask Slurm for (``RunConfig.gpu_ask_problem``, told the
     vLLM build of the jobs' environment: ``workflow.environment``, else this one), or None."""
-    from graft.engine.vllm import environment_build
+    from graft.engine.vllm_builds import environment_build
 
     if cfg.scale.rollout != "vllm" or cfg.slurm.gpus:
         return cfg.gpu_ask_problem()
@@ -653,7 +653,7 @@ def kv_cache_lines(cfg: RunConfig, cells: list[TrainingCell]) -> list[str]:
     rollout needs at the mean response (``workflow.mean_response_tokens``, else the maximum) and at the maximum,
     and a warning where the cache holds fewer than the mean needs. Nothing where the jobs run vLLM's CPU build,
     whose cache is ``scale.vllm_cpu_kv_cache_mib``."""
-    from graft.engine.vllm import environment_build
+    from graft.engine.vllm_builds import environment_build
 
     s, t, gpu = cfg.scale, cfg.train, cfg.gpu()
     if s.rollout != "vllm" or gpu is None or environment_build(cfg.workflow.environment) == "cpu":

@@ -35,7 +35,6 @@ from graft.engine.policy import DTYPES
 from graft.errors import ConfigError
 from graft.results import (
     MANIFEST,
-    RESUME_STATE,
     RunDir,
     begin_dir,
     commit_dir,
@@ -44,6 +43,7 @@ from graft.results import (
     failed_write_removes,
     is_pruned,
     parse_step,
+    resume_state,
     sha256_file,
     step_name,
     temp_dir,
@@ -51,14 +51,6 @@ from graft.results import (
     write_text,
 )
 from graft.train.learner import Learner
-
-
-def resume_state(ckpt: Path, model: str) -> tuple[Path, Path]:
-    """Where a checkpoint keeps the state a resume needs: one process's ``optimizer.pt`` (with the float32 master
-    weights when the model is exported in bfloat16), or the directory
-    of a sharded run's model and optimizer shards."""
-    optimizer, sharded = RESUME_STATE
-    return ckpt / model / optimizer, ckpt / model / sharded
 
 
 def rng_state() -> dict:

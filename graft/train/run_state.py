@@ -32,8 +32,7 @@ from typing import Literal
 
 from graft.config import RunConfig
 from graft.errors import ConfigError
-from graft.results import RunDir, trajectory_file
-from graft.train.checkpoint import resume_state
+from graft.results import RunDir, resume_state, trajectory_file
 
 RUN_ENTRIES = (
     "run.json",

@@ -11,7 +11,8 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed (pip install --
 from vllm.logprobs import FlatLogprobs, Logprob  # noqa: E402
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 
-from graft.engine.vllm import VERSIONS, installed_build, prompt_seed, sampling_params, to_samples  # noqa: E402
+from graft.engine.vllm import prompt_seed, sampling_params, to_samples  # noqa: E402
+from graft.engine.vllm_builds import VERSIONS, installed_build  # noqa: E402
 
 
 def _completion(index, tokens, logprobs, finish, text="", flat=False):
@@ -55,7 +56,7 @@ def test_the_cpu_head_sizes_are_the_installed_cpu_build_s():
 
     from helpers.vllm_calls import vllm_root
 
-    from graft.engine.vllm import CPU_HEAD_SIZES
+    from graft.engine.vllm_builds import CPU_HEAD_SIZES
 
     tree = ast.parse((vllm_root() / "v1" / "attention" / "backends" / "cpu_attn.py").read_text())
     found = next(

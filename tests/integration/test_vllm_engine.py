@@ -28,7 +28,7 @@ from graft.cli import main
 from graft.config import ModelSpec
 from graft.engine.policy import load_policy, response_logprobs
 from graft.engine.rollout import HFRollout
-from graft.engine.vllm import installed_build
+from graft.engine.vllm_builds import installed_build
 from graft.results import TIMING_METRICS, parse_step
 from graft.train.stop import EXIT_CODE
 

@@ -16,7 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from graft.config import TrainSpec
-from graft.engine.logprobs import chunk_positions, chunked_token_logprobs
+from graft.engine.chunks import chunk_positions
+from graft.engine.logprobs import chunked_token_logprobs
 from graft.engine.policy import pad_right, response_logprobs
 
 QWEN3_VOCAB = 151_936

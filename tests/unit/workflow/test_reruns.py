@@ -14,8 +14,7 @@ from helpers.config_walk import walk
 from graft.config import config_from_dict
 from graft.config.run import apply_settings
 from graft.planning.plan import training_cells
-from graft.results import ResultsTree
-from graft.train.checkpoint import resume_state
+from graft.results import ResultsTree, resume_state
 from graft.train.run_state import REPLACED, retire
 from graft.workflow import reruns
 from graft.workflow.reruns import cell_identity, changed_runs, changed_runs_message, train_params
