@@ -15,7 +15,7 @@ import torch
 from graft.config import ModelSpec, RunConfig, TrainSpec
 from graft.engine.logprobs import response_token_logprobs
 from graft.engine.packing import attend_within_rows, pack_rows
-from graft.engine.prompts import Chat, PromptFormat
+from graft.engine.prompts import Chat, PromptFormat, prompt_format
 from graft.errors import ConfigError
 from graft.paths import check_input
 
@@ -299,12 +299,6 @@ def load_policy(name: str, spec: ModelSpec, path: str | Path | None = None, dtyp
     fmt = prompt_format(spec)
     fmt.check(name, tokenizer, str(where))
     return Policy(name, model, tokenizer, fmt)
-
-
-def prompt_format(spec: ModelSpec) -> PromptFormat:
-    """A model's prompt format from its config entry (the chat template file read here)."""
-    text = Path(spec.chat_template).read_text() if spec.chat_template else None
-    return PromptFormat(spec.template, spec.chat, text)
 
 
 def check_prompt(name: str, spec: ModelSpec, path: str | Path | None = None) -> str:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 from jinja2 import TemplateError
 
+from graft.config import ModelSpec
 from graft.errors import ConfigError
 
 PAPER_SUFFIX = "Let's think step by step and output the final answer within \\boxed{}."
@@ -133,3 +135,9 @@ class PromptFormat:
 def special_ids(tokenizer) -> set[int]:
     """The ids of the vocabulary's special tokens (the chat markers of a real model's tokenizer among them)."""
     return {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+
+
+def prompt_format(spec: ModelSpec) -> PromptFormat:
+    """A model's prompt format from its config entry (the chat template file read here)."""
+    text = Path(spec.chat_template).read_text() if spec.chat_template else None
+    return PromptFormat(spec.template, spec.chat, text)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graft.config import RunConfig, model_groups
+from graft.engine.prompts import prompt_format
 from graft.errors import ConfigError
 from graft.methods import get_method, group_problem
 from graft.planning.data import check_data
@@ -702,12 +703,13 @@ def model_prompts(cfg: RunConfig) -> dict[str, str]:
     format checked (a format its tokenizer cannot apply is refused here, before anything is submitted); for a
     model still to be fetched, a chat template file of the config is rendered, and a tokenizer's own template is
     named: ``graft fetch model`` checks it once downloaded."""
-    from graft.engine.policy import check_model_dir, check_prompt, prompt_format
-
     prompts = {}
     for name, spec in cfg.models.items():
         fmt = prompt_format(spec)
         if Path(spec.path).exists():
+            # here: transformers takes seconds to import, and only a model on disk is read
+            from graft.engine.policy import check_model_dir, check_prompt
+
             check_model_dir(spec.path, f"models.{name}.path", cfg, name)
             prompts[name] = repr(check_prompt(name, spec))
         elif not fmt.chat:

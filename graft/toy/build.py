@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 
 from graft.config import ModelSpec, RunConfig, ToySpec
-from graft.engine.policy import Policy, prompt_format
+from graft.engine.policy import Policy
+from graft.engine.prompts import prompt_format
 from graft.errors import ConfigError
 from graft.results import begin_dir, commit_dir, write_text
 from graft.seeding import derive

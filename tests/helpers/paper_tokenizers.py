@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 from graft.config import load_config
-from graft.engine.policy import prompt_format
-from graft.engine.prompts import PromptFormat
+from graft.engine.prompts import PromptFormat, prompt_format
 
 # Written for these tests: Qwen3's turns as its published template writes them for one user message and an
 # assistant reply (ChatML, an empty think block before the reply's content, no system block unless one is given).

@@ -66,7 +66,9 @@ def test_config_imports_no_layer_above_it():
         if isinstance(node, ast.ImportFrom) and node.module.startswith("graft")
     }
     inside = {name for name in imported if name.startswith("graft.config.")}
-    assert imported - inside <= {"graft.errors", "graft.names", "graft.paths", "graft.typed_config", "graft.methods"}, imported
+    assert imported - inside <= {"graft.errors", "graft.names", "graft.paths", "graft.typed_config", "graft.methods"}, (
+        imported
+    )
 
 
 def _properties(schema: dict, where: str = ""):
