@@ -9,10 +9,15 @@ from graft.typed_config import (
     Bounds,
     Count,
     Decay,
+    FieldError,
     NonNegative,
     Positive,
     Share,
 )
+
+MAX_CHECKPOINTS = 10_000
+"""The most checkpoints a run may save (the paper's: 35): each one is a directory of weights that the workflow
+evaluates and the plan lists, so more is a mistake in ``steps`` or ``checkpoint_every``."""
 
 
 @dataclass(frozen=True)
@@ -126,3 +131,12 @@ class TrainSpec:
     rollout engine's generation log-probs (free; equal to the training forward within ~1e-5 on one CPU
     process, not under vLLM's kernels or bf16 shards); auto: recompute whenever the sampler is not the
     training model itself (vLLM, or more than one process), else rollout."""
+
+    def __post_init__(self) -> None:
+        checkpoints = -(-self.steps // self.checkpoint_every)
+        if checkpoints > MAX_CHECKPOINTS:
+            raise FieldError(
+                "steps",
+                f"{self.steps} steps with checkpoint_every {self.checkpoint_every} make {checkpoints} checkpoints, "
+                f"each saved and evaluated; at most {MAX_CHECKPOINTS:,}: raise train.checkpoint_every",
+            )

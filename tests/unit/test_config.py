@@ -241,6 +241,10 @@ def base() -> dict:
         (lambda c: c["workflow"].update(baseline_pairs=["P9"]), "workflow.baseline_pairs: unknown pair 'P9'"),
         (lambda c: c["workflow"].update(baseline_models=["gpt5"]), "workflow.baseline_models: unknown model 'gpt5'"),
         (
+            lambda c: c["train"].update(steps=2**63 - 1, checkpoint_every=1),
+            f"train.steps: {2**63 - 1} steps with checkpoint_every 1 make {2**63 - 1} checkpoints",
+        ),
+        (
             lambda c: c.setdefault("report", {}).update(paper_models={"gpt5": "qwen3"}),
             "report.paper_models: unknown model 'gpt5'",
         ),
