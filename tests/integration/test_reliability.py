@@ -144,7 +144,14 @@ def test_ctrl_c_ends_training_with_one_line_naming_the_checkpoint_to_resume_from
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "graft.cli", "train", "--config", str(forced_world["config"]), "--method", "graft"]
     cmd += ["--models", "A,B", "--seed", "0", "--out", str(out), "--threads", "1"]
-    first = subprocess.Popen([*cmd, "--steps", "20"], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # SIGINT as a terminal leaves it, whatever the suite was started with (a shell's background job ignores it)
+    first = subprocess.Popen(
+        [*cmd, "--steps", "20"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 300
     while not (out / "checkpoints" / "step_00002" / "manifest.json").is_file():
         assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.poll() else ""

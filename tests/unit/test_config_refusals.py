@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers import config_walk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,6 @@ from graft.planning.site import stop_lead_seconds
 from graft.planning.step_time import longest_step_seconds
 from graft.seeding import PURPOSES, derive
 from graft.typed_config import PATH, Seed, load_yaml, read_option
-from tests.helpers import config_walk
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "config" / "smoke.yaml"
