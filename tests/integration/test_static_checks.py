@@ -4,26 +4,12 @@ checkout, in the default run of the suite (the workflow's own tests are in the s
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-from helpers.workflow_dir import run_in
+from helpers.workflow_dir import BIN, run_in, tool
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-def tool(name: str) -> str:
-    path = BIN / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not installed; install the test extras: pip install -e '.[test,workflow]'")
-    return found
 
 
 def run(*cmd):
