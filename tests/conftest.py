@@ -20,6 +20,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 TIERS = {
     "test_workflow.py": "workflow",
+    "test_workflow_plans.py": "workflow",
     "test_page_dry_runs.py": "workflow",
     "test_distributed.py": "distributed",
     "test_vllm_backend.py": "vllm",

@@ -8,6 +8,7 @@ requirements/), so a command runs there as written for the repository root."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -111,3 +112,12 @@ def checkout_state() -> dict[str, float]:
             except FileNotFoundError:  # removed while listed
                 continue
     return state
+
+
+def job_counts(proc) -> dict[str, int]:
+    """The 'Job stats' table of a dry run (Snakemake logs it on stderr)."""
+    output = proc.stdout + proc.stderr
+    if "Nothing to be done" in output:
+        return {}
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
