@@ -36,6 +36,8 @@ import gc
 import os
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -240,6 +242,34 @@ def sampled_logprobs(request_id: str, completion, tokens: list[int]) -> list[flo
     return [float(position[token].logprob) for token, position in zip(tokens, completion.logprobs, strict=True)]
 
 
+ENGINE_DEATH_POLL_SECONDS = 0.5
+"""How often ``forward_engine_death`` looks at the client's engine-dead flag."""
+
+
+def forward_engine_death(llm) -> None:
+    """Make a dead engine core end the request waiting on it.
+
+    vLLM's synchronous client (vllm 0.32 CPU and 0.33, ``core_client.SyncMPClient``) waits for outputs with no
+    timeout. When its engine core dies after requests went out (a preemption's SIGTERM reaches every process of the
+    job's step, the engine cores among them), vLLM's own monitor marks the client dead and stops its output thread,
+    but puts nothing in the queue the caller waits on: ``generate`` would hang until the step deadline instead of
+    failing, and the trainer could not drop the step and save. A daemon thread here passes vLLM's flag on as the
+    ``EngineDeadError`` its client raises elsewhere. An engine run in-process has no such client: nothing to do."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    client = getattr(llm.llm_engine, "engine_core", None)
+    resources, outputs = getattr(client, "resources", None), getattr(client, "outputs_queue", None)
+    if resources is None or outputs is None:
+        return
+
+    def watch() -> None:
+        while not resources.engine_dead:  # set by vLLM's monitor when a core dies, and by an orderly shutdown
+            time.sleep(ENGINE_DEATH_POLL_SECONDS)
+        outputs.put_nowait(EngineDeadError())
+
+    threading.Thread(target=watch, daemon=True, name="graft-engine-death").start()
+
+
 class VLLMRollout:
     """``RolloutBackend`` on a vLLM engine; ``load_weights`` after each optimizer step keeps it on-policy."""
 
@@ -333,6 +363,7 @@ class VLLMRollout:
                     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = previous
+        forward_engine_death(self.llm)
         if self.sleeps:
             # asleep from the start (as verl and TRL do), so that two engines per GPU never hold their shares while
             # the trainer works; level 1 keeps the loaded weights in CPU memory for the first rollout

@@ -1,6 +1,9 @@
 """``graft train`` whose whole process tree is sent SIGTERM as a step's rollout starts, as Slurm signals the
 processes of a preempted job's step: the trainer, which notes it, and its helpers, vLLM's engine cores among them,
-which exit on it. The rollout then runs against dead engines. Usage: python stop_in_rollout.py STEP <train args>."""
+which exit on it. The rollout then runs against dead engines. vLLM's client learns of a core's death only after its
+engine manager has shut the other processes down; here that takes a few seconds more, so that the rollout's requests
+always go out before the client knows (the case in which vLLM alone would wait for their outputs forever, and
+graft.engine.vllm.forward_engine_death must end the wait). Usage: python stop_in_rollout.py STEP <train args>."""
 
 from __future__ import annotations
 
@@ -60,6 +63,23 @@ def signal_the_tree_then_roll_out(real, stop_step: int):
     return rollout_step
 
 
+LATE_NOTICE_SECONDS = 5.0
+"""How much later than itself vLLM's client learns of a dead engine core."""
+
+
+def notice_engine_death_late() -> None:
+    from vllm.v1.engine.utils import CoreEngineProcManager
+
+    monitor = CoreEngineProcManager.monitor_engine_liveness
+
+    def late(manager):
+        monitor(manager)
+        time.sleep(LATE_NOTICE_SECONDS)
+
+    CoreEngineProcManager.monitor_engine_liveness = late
+
+
 if __name__ == "__main__":
+    notice_engine_death_late()
     trainer.rollout_step = signal_the_tree_then_roll_out(trainer.rollout_step, int(sys.argv[1]))
     sys.exit(main(sys.argv[2:]))
