@@ -35,6 +35,18 @@ running_job() {
     echo "$job"
 }
 
+# Wait until Slurm answers that job $1 is neither running nor completing. Only an answer ends the wait: a query
+# that fails (a controller busy for a moment) says nothing about the job.
+wait_job_end() {
+    local running
+    while true; do
+        if running=$(squeue -h -j "$1" -t R,CG -o %i 2>/dev/null); then
+            [ -n "$running" ] || return 0
+        fi
+        sleep 0.1
+    done
+}
+
 # Kill the background Snakemake $1 and every job it left, unlock results tree $2 and rerun it to the end (log $3).
 rerun_after_kill() {
     kill -KILL "$1" 2>/dev/null || true
@@ -70,7 +82,7 @@ kill -STOP "$trainer"
 kill -KILL "$trainer"
 scancel --signal=KILL --full "$job"
 echo "killed Slurm job $job mid-run (SIGKILL)"
-for _ in $(seq 300); do [ -z "$(squeue -h -j "$job" -t R,CG 2>/dev/null)" ] && break; sleep 0.2; done
+wait_job_end "$job"
 [ -f "$run_dir/.lock" ] || { echo "the killed trainer left no run lock"; exit 1; }
 printf '{"host": "node-gone", "pid": 4242, "slurm_job": "%s", "started": "2026-01-01T00:00:00+00:00"}\n' "$job" \
     >"$run_dir/.lock"
@@ -98,7 +110,7 @@ for _ in $(seq 30000); do
     sleep 0.01
 done
 scancel "$job"
-while squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 0.2; done
+wait_job_end "$job"
 kept=$( (compgen -G "$killed_eval/runs/$cell/evaluated/*/*.key" || true) | wc -l)
 echo "cancelled evaluation job $job after $kept of 4 checkpoint evaluations"
 [ "$kept" -ge 1 ] && [ "$kept" -lt 4 ] || { echo "the job was not cancelled mid-evaluation"; exit 1; }
@@ -193,7 +205,7 @@ paused_trainer() {
 
 # Wait for Slurm job $1 to end, then keep its training log as $2 (before a retry writes its own) and show its stop.
 stopped_log() {
-    while squeue -h -j "$1" -t R,CG 2>/dev/null | grep -q .; do sleep 0.1; done
+    wait_job_end "$1"
     cp "$stopped/logs/train/$cell.log" "$2"
     grep '"event": "stopped"' "$2" || { echo "job $1 did not stop"; tail "$2"; return 1; }
 }
