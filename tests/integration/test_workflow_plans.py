@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -159,34 +160,37 @@ def train_waits(out) -> dict[Path, list[Path]]:
     return waits
 
 
+def budgeted_paper(tmp_path: Path, **fields) -> tuple[dict, Path]:
+    """config/paper.yaml with a 5 TB workflow.disk_budget_gb, no site check (this machine has no Slurm) and
+    ``fields`` set, written under ``tmp_path``: the data and the file."""
+    data = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    data["workflow"]["disk_budget_gb"] = 5000
+    data["slurm"]["site_check"] = False
+    data.update(fields)
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return data, path
+
+
+def lanes_dry_run(tmp_path: Path, path: Path) -> subprocess.CompletedProcess:
+    """The dry run of config ``path`` through the paper's Slurm profile, every job listed (for ``train_waits``)."""
+    return run_in(tmp_path, tool("snakemake"), "all", "--profile", "slurm", "--configfile", path, "--dry-run",
+                  *LIST_JOBS, check=True)  # fmt: skip
+
+
 def test_a_disk_budget_chains_the_paper_cells_so_that_no_more_train_at_once_than_fit(tmp_path):
     """workflow.disk_budget_gb of 5 TB on the paper config: the plan's peak stays within it, and in the dry run
     every training job but the first k waits for another cell's pruning, each cell for at most one and waited for
     by at most one. The cells then form k chains, each trained one cell after another (a cell's pruning follows
     its training and evaluations), so at most k cells hold their checkpoints at once, whatever order Slurm runs
     the jobs in."""
-    data = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    data["workflow"]["disk_budget_gb"] = 5000
-    data["slurm"]["site_check"] = False
-    path = tmp_path / "paper.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    data, path = budgeted_paper(tmp_path)
     config = config_from_dict(data)
     k, _ = disk_turns(config, training_cells(config))
     peak = [line for line in describe(config, str(path)).splitlines() if "peak under workflow.disk_budget_gb" in line]
     assert len(peak) == 1 and f"at most {k} cells in flight" in peak[0]
     assert float(peak[0].split("GB): ")[1].split(" TB")[0]) <= 5.0
-    out = run_in(
-        tmp_path,
-        tool("snakemake"),
-        "all",
-        "--profile",
-        "slurm",
-        "--configfile",
-        path,
-        "--dry-run",
-        *LIST_JOBS,
-        check=True,
-    )
+    out = lanes_dry_run(tmp_path, path)
     waits = train_waits(out)
     assert len(waits) == job_counts(out)["train"] == 56
     assert all(len(w) <= 1 for w in waits.values())
@@ -199,12 +203,7 @@ def test_the_cells_behind_a_failed_one_wait_for_another_lane_in_the_next_invocat
     """A GRPO run that replay cells read failed for good (its failed.json): in the dry run of the paper config with
     a 5 TB budget nothing but its replay cells waits for it, every cell waits for at most one and is waited for by
     at most one, and the lanes are as many as fit: no cell lost its turn, and Snakemake found no cycle."""
-    data = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    data["workflow"]["disk_budget_gb"] = 5000
-    data["slurm"]["site_check"] = False
-    data["results"] = str(tmp_path / "results")
-    path = tmp_path / "paper.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    data, path = budgeted_paper(tmp_path, results=str(tmp_path / "results"))
     config = config_from_dict(data)
     cells = training_cells(config)
     failed = next(c for c in cells if c.method == "grpo_n8" and any(r.peer == c.cell for r in cells))
@@ -212,18 +211,7 @@ def test_the_cells_behind_a_failed_one_wait_for_another_lane_in_the_next_invocat
     failed_dir.mkdir(parents=True)
     (failed_dir / "failed.json").write_text('{"failed_at": "2026-12-01T00:00:00.000000Z", "attempt": 3, "exit": 1}\n')
     k, _ = disk_turns(config, cells)
-    out = run_in(
-        tmp_path,
-        tool("snakemake"),
-        "all",
-        "--profile",
-        "slurm",
-        "--configfile",
-        path,
-        "--dry-run",
-        *LIST_JOBS,
-        check=True,
-    )
+    out = lanes_dry_run(tmp_path, path)
     waits = train_waits(out)
     behind = {cell for cell, w in waits.items() if failed_dir in w}
     assert behind and all(cell.parts[-3] == "replay" for cell in behind)
