@@ -86,8 +86,8 @@ onstart:
         export_attempts()
 
 
-# Under a disk budget Snakemake runs no cell waiting behind one that failed for good in this invocation: the next
-# invocation moves them to another lane (graft.planning.turns), and this says so.
+# Under a disk budget Snakemake runs no cell waiting behind one that failed for good in this invocation: a
+# --keep-going invocation runs again, in which they wait in another lane (graft.workflow.rounds), and says so.
 onerror:
     held_behind_failures()
 

@@ -44,10 +44,11 @@ from graft.workflow.reruns import (
     train_params,
 )
 from graft.planning.site import rule_resources, runtime_asks, stop_lead_seconds
-from graft.planning.turns import failed_cells, relaunch_line
+from graft.planning.turns import failed_cells
 from graft.planning.targets import Invocation, Stage, needed_cells, summary
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
+from graft.workflow.rounds import after_failures
 from graft.train.run_state import IDENTITY
 
 CFG = config_from_dict(config)
@@ -168,21 +169,23 @@ KEPT = (
 
 
 def held_behind_failures():
-    """Print which cells waited in vain behind cells that failed for good in this invocation (RELAUNCH)."""
+    """Where cells waited in vain behind cells that failed for good in this invocation, say so and, with
+    --keep-going, run the next round for them (graft.workflow.rounds)."""
     try:
         failed_now = failed_cells(list(CELLS.values()), TREE)
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)
         return
-    line = relaunch_line(
+    after_failures(
         DISK_TURN,
         FAILED,
         failed_now,
         lambda c: c.run_dir(TREE).done.exists(),
         lambda c: f"{c.method}/{c.cell}/seed{c.seed}",
+        workflow.execution_settings.keep_going,
+        INVOCATION.command if INVOCATION else None,
+        INVOCATION.started if INVOCATION else Path.cwd(),
     )
-    if line:
-        print(line, file=sys.stderr)
 
 
 def cell_of(wc):
@@ -333,7 +336,9 @@ def snakemake_invocation():
     real = [Path(os.path.realpath(f[0])) for f in found if f]
     here = Path.cwd()
     profiles = [p.relative_to(here) if p.is_relative_to(here) else p for p in real]
-    return Invocation(targets, args.executor, profiles, args.retries or 0)
+    return Invocation(
+        targets, args.executor, profiles, args.retries or 0, list(sys.argv), started
+    )
 
 
 INVOCATION = snakemake_invocation()

@@ -173,6 +173,11 @@ class Invocation:
     """The profiles it read, each its directory (below the working directory, relative to it)."""
     retries: int = 0
     """How often it retries a failed job (``--retries``): the jobs a training run may chain."""
+    command: list[str] | None = None
+    """Its command line (``sys.argv``), which the next round of a ``--keep-going`` invocation runs again
+    (graft.workflow.rounds); None under Snakemake's API."""
+    started: Path = field(default_factory=Path.cwd)
+    """Where it started: ``--directory`` changes to the working directory before the workflow is parsed."""
 
     @property
     def profile(self) -> Path | None:

@@ -5,8 +5,8 @@ With room for ``k`` cells in flight (trained or training, not yet pruned), the c
 into ``k`` lanes; a cell starts training once the cell before it in its lane is pruned, so each lane holds one cell
 in flight. A cell whose training job failed on its last attempt keeps its
 checkpoints, to resume from, and with them its place in the budget; the cells behind it move to another lane. They
-move in the next invocation of the workflow: Snakemake runs no job downstream of a failed one, and the lanes are
-inputs of the training jobs.
+move in the workflow's next round: Snakemake runs no job downstream of a failed one, and the lanes are inputs of the
+training jobs, so a ``--keep-going`` invocation runs itself again for them (graft.workflow.rounds).
 """
 
 from __future__ import annotations
@@ -60,11 +60,6 @@ def waits(ordered: list[Cell], k: int, failed: dict[Cell, str], sources: dict[Ce
     return before
 
 
-RELAUNCH = "the next invocation gives them another lane"
-"""Words of the line the workflow prints when cells waited behind one that failed for good, which
-slurm/controller.sbatch reads to run the workflow again."""
-
-
 def held_behind(before: Mapping[Cell, Cell], failed: Iterable[Cell], finished: Callable[[Cell], bool]) -> list[Cell]:
     """The cells of ``before`` (each cell -> the cell it waits for, ``waits``) that are not ``finished`` and wait,
     directly or behind others, for one of ``failed``: Snakemake runs none of them in the invocation in which that
@@ -78,32 +73,6 @@ def held_behind(before: Mapping[Cell, Cell], failed: Iterable[Cell], finished: C
         if ahead is not None and not finished(cell):
             held.append(cell)
     return held
-
-
-def relaunch_line(
-    before: Mapping[Cell, Cell],
-    failed_at_start: Iterable[Cell],
-    failed_now: Iterable[Cell],
-    finished: Callable[[Cell], bool],
-    name: Callable[[Cell], str] = str,
-) -> str | None:
-    """The line for the end of an invocation (``before``: the lanes it was planned with) if cells failed for good in
-    it (in ``failed_now``, not in ``failed_at_start``) with cells not ``finished`` behind them, else None."""
-    new = [c for c in failed_now if c not in set(failed_at_start)]
-    return relaunch_message([name(c) for c in new], held_behind(before, new, finished))
-
-
-def relaunch_message(failed: Iterable[str], held: list) -> str | None:
-    """The line for the end of an invocation in which the cells named ``failed`` failed for good and ``held``
-    waited behind them, or None where nothing waited."""
-    if not held:
-        return None
-    names = ", ".join(sorted(failed))
-    return (
-        f"graft: {len(held)} cell(s) of the disk budget's lanes waited behind {names}, which failed for good on "
-        f"its last attempt (failed.json beside the run, kept with its checkpoints); {RELAUNCH}: run the same "
-        "command again (slurm/controller.sbatch does so by itself)"
-    )
 
 
 def _readers(sequence: list[Cell], sources: dict[Cell, Cell], read: set[Cell]) -> set[Cell]:

@@ -22,8 +22,8 @@ from graft.config import config_from_dict, load_config
 from graft.planning.job_lengths import job_hours
 from graft.planning.plan import base_evaluations, checkpoint_steps, describe, disk_turns, training_cells
 from graft.planning.site import GPU_RULES, runtime_asks, stop_lead_seconds
-from graft.planning.turns import RELAUNCH
 from graft.results import ResultsTree
+from graft.workflow.rounds import AGAIN
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -222,10 +222,12 @@ def test_the_cells_behind_a_failed_one_wait_for_another_lane_in_the_next_invocat
 
 LANES = """
 import os
+import sys
 from pathlib import Path
-from graft.planning.turns import failure_time, relaunch_line, waits
+from graft.planning.turns import failure_time, waits
 from graft.results import RunDir
 from graft.workflow.failures import ATTEMPTS_ENV
+from graft.workflow.rounds import after_failures
 
 CELLS = list("abcdef")
 def failed():
@@ -237,7 +239,10 @@ onstart:
     os.environ[ATTEMPTS_ENV] = str(workflow.execution_settings.retries + 1)
 
 onerror:
-    print(relaunch_line(BEFORE, FAILED, failed(), lambda c: Path("runs", c, "done.json").exists()))
+    after_failures(
+        BEFORE, FAILED, failed(), lambda c: Path("runs", c, "done.json").exists(), str,
+        workflow.execution_settings.keep_going, sys.argv, Path.cwd(),
+    )
 
 rule all:
     input: expand("runs/{cell}/pruned.json", cell=CELLS)
@@ -256,15 +261,16 @@ rule prune:
     output: "runs/{cell}/pruned.json"
     shell: "sleep 0.3; echo prune {wildcards.cell} >> events; touch {output}"
 """
-"""Six cells in two lanes (a c e, b d f), the training rule's failure record as in rules/train.smk; b always
-fails."""
+"""Six cells in two lanes (a c e, b d f), the training rule's failure record as in rules/train.smk and the
+workflow's onerror (rules/common.smk); b always fails."""
 
 
-def test_a_cell_that_fails_for_good_holds_back_only_its_lane_and_the_next_invocation_completes_the_rest(tmp_path):
-    """With --keep-going, the invocation in which b fails for good completes every cell not behind it in its lane
-    (Snakemake runs nothing downstream of a failed job); b's last attempt records failed.json, the next invocation
-    moves d and f behind e and completes them, and at no moment do more than 2 cells hold checkpoints (b holds its
-    own throughout, as a failed cell keeps them)."""
+def test_one_keep_going_invocation_completes_every_cell_but_the_one_that_failed_for_good(tmp_path):
+    """With --keep-going, b fails for good (its last attempt records failed.json) while d and f wait behind it in
+    its lane, which Snakemake cannot run in that round (nothing runs downstream of a failed job); the workflow says
+    so in a line and runs its next round, in which d and f wait behind e and complete, and ends with Snakemake's
+    failure for b. At no moment do more than 2 cells hold checkpoints (b holds its own throughout, as a failed cell
+    keeps them). A second invocation retries b alone and has no round to add."""
     (tmp_path / "Snakefile").write_text(LANES)
 
     def invocation():
@@ -276,17 +282,20 @@ def test_a_cell_that_fails_for_good_holds_back_only_its_lane_and_the_next_invoca
 
     first = invocation()
     assert first.returncode != 0
-    assert pruned() == {"a", "c", "e"} and (tmp_path / "runs" / "b" / "failed.json").exists()
-    # the workflow's line: d and f waited behind b (slurm/controller.sbatch runs the workflow again on it)
-    assert "graft: 2 cell(s) of the disk budget's lanes waited behind b," in first.stdout, first.stdout
-    again = invocation()
-    assert again.returncode != 0 and RELAUNCH not in again.stdout  # b fails again; nothing waits for it any more
-    assert pruned() == set("acdef")
+    assert pruned() == set("acdef") and (tmp_path / "runs" / "b" / "failed.json").exists()
+    out = first.stdout + first.stderr
+    assert out.count("graft: 2 cell(s) of the disk budget's lanes waited behind b,") == 1, out
+    assert AGAIN in out
+    starts = [line.split()[1] for line in (tmp_path / "events").read_text().splitlines() if line.startswith("start")]
+    assert starts.count("b") == 4  # two attempts in each round
     holding, most = set(), 0
     for event, cell in (line.split() for line in (tmp_path / "events").read_text().splitlines()):
         holding = holding | {cell} if event == "start" else holding - {cell}
         most = max(most, len(holding))
     assert most == 2
+    again = invocation()
+    assert again.returncode != 0 and "waited behind" not in again.stdout + again.stderr
+    assert pruned() == set("acdef")
 
 
 def test_one_cells_selected_evaluations_retrain_evaluate_and_reevaluate_it_on_the_paper_config(tmp_path):

@@ -7,8 +7,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from graft.planning.turns import RELAUNCH, relaunch_message
-
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "slurm" / "controller.sbatch"
 
@@ -49,22 +47,10 @@ def test_its_sbatch_defaults_ask_for_a_cpu_job_and_no_gpu():
     assert os.access(SCRIPT, os.X_OK)
 
 
-def test_it_runs_the_workflow_again_while_cells_failed_anew_with_cells_behind_them(tmp_path):
-    """The workflow's line after a cell failed for good with cells behind it (graft.planning.turns): the controller
-    runs it again; a failure without that line, or a success, ends it with the workflow's status."""
-    line = relaunch_message(["grpo_n8/smol/seed0"], ["a cell behind it"])
-    assert RELAUNCH in line and RELAUNCH in SCRIPT.read_text()
-    # fails twice with the line, then once without it
-    rounds = (
-        'n=$(cat rounds 2>/dev/null || echo 0); echo $((n + 1)) > rounds; echo "round $n"; '
-        f'if [ "$n" -lt 2 ]; then echo "{line}" >&2; exit 1; fi; exit 3'
-    )
-    done = _run(tmp_path, snakemake=rounds)
-    assert done.returncode == 3 and (tmp_path / "rounds").read_text().strip() == "3", done.stderr
-    # Snakemake's output, both streams, goes on to the controller's log
-    assert [x for x in done.stdout.splitlines() if x.startswith("round")] == ["round 0", "round 1", "round 2"]
-    assert done.stdout.count(RELAUNCH) == 2
-    assert done.stderr.count("running the workflow again") == 2
-    (tmp_path / "rounds").unlink()
-    once = _run(tmp_path, snakemake=f'echo "{line}"; exit 0')
-    assert once.returncode == 0 and "running the workflow again" not in once.stderr
+def test_it_ends_with_the_workflows_status_and_leaves_the_rounds_to_it(tmp_path):
+    """The next round after a cell failed for good is the workflow's own (graft.workflow.rounds, under the profile's
+    --keep-going): the controller runs Snakemake once and ends with its status."""
+    done = _run(tmp_path, snakemake="n=$(cat rounds 2>/dev/null || echo 0); echo $((n + 1)) > rounds; exit 3")
+    assert done.returncode == 3 and (tmp_path / "rounds").read_text().strip() == "1", done.stderr
+    profile = (ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text()
+    assert "\nkeep-going: true\n" in profile

@@ -1,0 +1,43 @@
+"""graft.workflow.rounds: the line after a round in which a cell failed for good with cells behind it, and the
+next round's command. A whole --keep-going invocation with its next round runs in
+tests/integration/test_workflow_plans.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from graft.workflow.rounds import AGAIN, BY_HAND, after_failures, held_line, next_round_command
+
+# a b c in one lane, d e in another: c waits for b, b for a, e for d
+BEFORE = {"b": "a", "c": "b", "e": "d"}
+
+
+def _after(tmp_path: Path, failed_now, keep_going: bool, command=("snakemake", "all"), finished=()):
+    return after_failures(BEFORE, ["d"], failed_now, lambda c: c in finished, str, keep_going, command, tmp_path)
+
+
+def test_without_keep_going_the_line_names_the_cells_behind_and_says_to_run_the_command_again(tmp_path, capsys):
+    assert _after(tmp_path, ["d", "a"], keep_going=False) is None
+    assert capsys.readouterr().err.splitlines() == [held_line(["a"], 2, again=False)]
+    assert BY_HAND in held_line(["a"], 2, again=False)
+
+
+def test_a_failure_known_at_the_start_or_with_nothing_left_behind_it_adds_no_round(tmp_path, capsys):
+    assert _after(tmp_path, ["d"], keep_going=True) is None  # d failed before this round: e already moved
+    assert _after(tmp_path, ["c"], keep_going=True) is None  # nothing waits for c
+    assert _after(tmp_path, ["a"], keep_going=True, finished=("b", "c")) is None
+    assert capsys.readouterr().err == ""
+
+
+def test_with_keep_going_but_no_command_line_it_says_so_and_runs_nothing(tmp_path, capsys):
+    assert _after(tmp_path, ["b"], keep_going=True, command=None) is None
+    assert capsys.readouterr().err.strip() == held_line(["b"], 1, again=False)
+
+
+def test_the_next_round_is_the_same_command_line_by_this_python_without_the_held_lock():
+    argv = ["/env/bin/snakemake", "all", "--profile", "slurm", "--keep-going"]
+    assert next_round_command(argv) == [sys.executable, "-m", "snakemake", *argv[1:], "--nolock"]
+    assert AGAIN in held_line(["grpo_n8/smol/seed0", "graft/P1/seed0"], 3, again=True)
+    line = held_line(["z", "a"], 3, again=True)
+    assert line.startswith("graft: 3 cell(s) of the disk budget's lanes waited behind a, z,")
