@@ -7,6 +7,7 @@ from graft.config import config_from_dict, parse_config_strings
 from graft.errors import ConfigError
 from graft.services.preemption import preempt_mode, retry_preempted_jobs
 from graft.typed_config import load_yaml
+from graft.workflow import live
 
 min_version("8.0")
 
@@ -65,6 +66,13 @@ if INVOCATION is not None:
         sys.exit(problem)
     if not TOY:
         print(summary(CFG, list(CELLS.values()), NEEDED, INVOCATION), file=sys.stderr)
+    if workflow.output_settings.dryrun and (
+        problem := live.conflict(TREE.root, RUN_CONFIG)
+    ):
+        print(f"graft: warning: a run now would stop here: {problem}", file=sys.stderr)
+
+# This invocation's record among the tree's running workflows, once its jobs start
+LIVE = []
 
 
 onstart:
@@ -82,14 +90,26 @@ onstart:
             sys.modules["snakemake_executor_plugin_slurm"], preempt_mode()
         )
     if workflow.is_main_process:
+        # one config per tree while its jobs run (graft.workflow.live); a dry run warns of the same, above
+        try:
+            LIVE.append(live.start(TREE.root, RUN_CONFIG))
+        except ConfigError as err:
+            sys.exit(f"graft: error: {err}")
         snapshot_config()
         export_attempts()
+
+
+onsuccess:
+    for record in LIVE:
+        live.stop(record)
 
 
 # Under a disk budget Snakemake runs no cell waiting behind one that failed for good in this invocation: a
 # --keep-going invocation runs again, in which they wait in another lane (graft.workflow.rounds), and says so.
 onerror:
     held_behind_failures()
+    for record in LIVE:
+        live.stop(record)
 
 
 rule all:

@@ -87,7 +87,8 @@ JobQuery = Callable[[str, str | None], str | None]
 ``CANCELLED by 123``), ``""`` for a job it does not list, None when it cannot be asked."""
 
 
-def _alive(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process of this id exists on this host (under any user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -237,7 +238,7 @@ class RunLock:
     def _judge(self, holder: dict) -> _Verdict:
         here = holder["host"] == self.me["host"]
         pid, job, restart = int(holder["pid"]), holder.get("slurm_job"), int(holder.get("restart") or 0)
-        if here and not _alive(pid):
+        if here and not pid_exists(pid):
             return _Verdict("take", "that process no longer exists", (job, restart, pid))
         cluster = holder.get("slurm_cluster")
         same_job = job is not None and job == self.me["slurm_job"]

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from graft.planning.job_lengths import job_hours
 from graft.planning.plan import base_evaluations, checkpoint_steps, describe, disk_turns, training_cells
 from graft.planning.site import GPU_RULES, runtime_asks, stop_lead_seconds
 from graft.results import ResultsTree
+from graft.workflow.live import RECORDS
 from graft.workflow.rounds import AGAIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -493,6 +495,28 @@ def test_the_slurm_executor_without_slurm_stops_with_one_line_before_any_job(tmp
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("--profile slurm: no sbatch or sacct on this machine's PATH") and "--cores N" in last
     assert not results.exists()  # no job output, and no config snapshot: no job ran
+
+
+def test_a_run_with_another_config_while_a_workflow_runs_on_the_tree_stops_in_one_line_before_any_job(tmp_path):
+    """A workflow on this host (this test's process) has recorded that its jobs run on the tree with another config
+    (graft.workflow.live): a run of the smoke config stops in one line naming it, before any job and with nothing
+    written; a dry run warns with the same line and plans as usual."""
+    results = tmp_path / "results"
+    (results / RECORDS).mkdir(parents=True)
+    record = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": None, "config": "0123456789abcdef.yaml"}
+    (results / RECORDS / "other.json").write_text(json.dumps(record) + "\n")
+    before = sorted(p.relative_to(results) for p in results.rglob("*"))
+    cmd = [tool("snakemake"), "all", "--cores", "1", "--configfile", "config/smoke.yaml"]
+    cmd += ["--config", f"results={results}"]
+    proc = run_in(tmp_path, *cmd)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"graft: error: results {str(results)!r}: another workflow runs jobs on this tree"), last
+    assert "configs/0123456789abcdef.yaml, this one configs/" in last and str(results / RECORDS / "other.json") in last
+    assert sorted(p.relative_to(results) for p in results.rglob("*")) == before
+    dry = run_in(tmp_path, *cmd, "--dry-run", check=True)
+    assert "graft: warning: a run now would stop here: results" in dry.stderr and "train" in job_counts(dry)
+    assert sorted(p.relative_to(results) for p in results.rglob("*")) == before
 
 
 def recorded_slurm(tmp_path: Path, sinfo: str) -> dict[str, str]:

@@ -1,0 +1,101 @@
+"""graft.workflow.live: one config per results tree while a workflow runs jobs on it. Records are written by hand
+for each kind of holder; Slurm's answers come from stand-in queries."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from graft.errors import ConfigError
+from graft.workflow.live import RECORDS, conflict, start, stop
+
+HOST = socket.gethostname()
+
+
+def _record(tree, name: str, **fields) -> None:
+    record = {"host": HOST, "pid": os.getpid(), "slurm_job": None, "started": "2026-12-07T10:00:00+00:00"}
+    record.update(fields)
+    (tree / RECORDS).mkdir(parents=True, exist_ok=True)
+    (tree / RECORDS / f"{name}.json").write_text(json.dumps(record) + "\n")
+
+
+def _answers(state):
+    """A Slurm query that gives ``state`` for every job (None: no answer, "": not listed)."""
+    return lambda job, cluster: state
+
+
+@pytest.fixture
+def dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_live_workflow_with_another_config_refuses_the_start_in_one_line_and_leaves_its_record(tmp_path):
+    _record(tmp_path, "other", config="aaaa.yaml")
+    with pytest.raises(ConfigError) as err:
+        start(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=())
+    line = str(err.value)
+    assert "\n" not in line and "configs/aaaa.yaml, this one configs/bbbb.yaml" in line
+    assert f"pid {os.getpid()} on {HOST}" in line and str(tmp_path / RECORDS / "other.json") in line
+    assert [p.name for p in (tmp_path / RECORDS).iterdir()] == ["other.json"]  # this one's record is gone
+
+
+def test_the_same_config_is_let_through_and_its_record_removed_at_the_end(tmp_path):
+    _record(tmp_path, "other", config="aaaa.yaml")
+    mine = start(tmp_path, tmp_path / "configs" / "aaaa.yaml", queries=())
+    assert json.loads(mine.read_text())["config"] == "aaaa.yaml" and mine.parent == tmp_path / RECORDS
+    stop(mine)
+    assert [p.name for p in (tmp_path / RECORDS).iterdir()] == ["other.json"]
+
+
+def test_a_record_whose_process_is_gone_from_this_host_is_removed_and_the_last_stop_leaves_no_directory(
+    tmp_path, dead_pid
+):
+    _record(tmp_path, "gone", config="aaaa.yaml", pid=dead_pid)
+    assert conflict(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=()) is None
+    assert (tmp_path / RECORDS / "gone.json").exists()  # a dry run's question removes nothing
+    mine = start(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=())
+    assert [p.name for p in (tmp_path / RECORDS).iterdir()] == [mine.name]
+    stop(mine)
+    assert not (tmp_path / RECORDS).exists()
+
+
+@pytest.mark.parametrize(
+    ("state", "refused"),
+    [
+        ("COMPLETED", False),
+        ("CANCELLED", False),
+        ("NODE_FAIL", False),
+        ("RUNNING", True),
+        ("COMPLETING", True),
+        ("", True),
+        (None, True),
+    ],
+)
+def test_a_workflow_on_another_host_counts_as_ended_only_when_slurm_says_its_job_ended(tmp_path, state, refused):
+    _record(tmp_path, "far", config="aaaa.yaml", host="login-other", pid=1, slurm_job="4242")
+    problem = conflict(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=(_answers(state),))
+    assert (problem is not None) == refused
+    if refused:
+        assert "Slurm job 4242" in problem
+
+
+def test_a_workflow_on_another_host_without_a_slurm_job_is_never_taken_for_ended(tmp_path, dead_pid):
+    # its pid means nothing here, even one that no process of this host has
+    _record(tmp_path, "far", config="aaaa.yaml", host="login-other", pid=dead_pid)
+    assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=(_answers("COMPLETED"),))
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"host": "h"}'])
+def test_an_unreadable_record_is_one_line_naming_it(tmp_path, text):
+    (tmp_path / RECORDS).mkdir()
+    (tmp_path / RECORDS / "odd.json").write_text(text)
+    with pytest.raises(ConfigError, match=r"odd\.json' is not a workflow's record .*remove it if no workflow runs"):
+        start(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=())
+    assert [p.name for p in (tmp_path / RECORDS).iterdir()] == ["odd.json"]
