@@ -70,13 +70,29 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         )
 
 
+THREADS = torch.get_num_threads()
+"""torch's thread count when the session starts. Results depend on it (reductions split by thread), and it is
+process-global: a test that changes it, or runs a command in-process that does (``--threads``), must not hand its
+count on to whichever test runs next in that worker."""
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    yield
+    torch.set_num_threads(THREADS)
+
+
 @pytest.fixture(scope="session")
 def forced_world(tmp_path_factory) -> dict[str, Path]:
-    """Two warmed-up tiny models (A: char-level Qwen3, B: BPE GPT-2), the forced problems and a config."""
+    """Two warmed-up tiny models (A: char-level Qwen3, B: BPE GPT-2), the forced problems and a config; built on
+    one thread, which the test that asked for them first does not inherit."""
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("forced")
-    a = build_forced_model(root / "A", "qwen3", "chars", 258, 0)
-    b = build_forced_model(root / "B", "gpt2", "gpt2_regex", 300, 1)
+    try:
+        a = build_forced_model(root / "A", "qwen3", "chars", 258, 0)
+        b = build_forced_model(root / "B", "gpt2", "gpt2_regex", 300, 1)
+    finally:
+        torch.set_num_threads(THREADS)
     data = write_forced_problems(root / "train.jsonl")
     config = forced_config(root, a, b, data)
     path = root / "config.yaml"
