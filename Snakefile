@@ -92,7 +92,7 @@ onstart:
     if workflow.is_main_process:
         # one config per tree while its jobs run (graft.workflow.live); a dry run warns of the same, above
         try:
-            LIVE.append(live.start(TREE.root, RUN_CONFIG))
+            LIVE.append(live.start(TREE.root, RUN_CONFIG, slurm_run_name()))
         except ConfigError as err:
             sys.exit(f"graft: error: {err}")
         snapshot_config()

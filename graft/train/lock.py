@@ -98,7 +98,7 @@ def pid_exists(pid: int) -> bool:
     return True
 
 
-def _ask(command: list[str]) -> list[str] | None:
+def slurm_lines(command: list[str]) -> list[str] | None:
     """The output lines of a Slurm command, None when it cannot be run, fails or gives no answer in 30 s."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
@@ -126,7 +126,7 @@ def _clusters(cluster: str | None) -> list[str]:
 def sacct_state(job: str, cluster: str | None) -> str | None:
     """A ``JobQuery`` of Slurm's accounting, which knows finished jobs."""
     command = ["sacct", "-j", job, "-X", "--noheader", "--parsable2", "--format=State", *_clusters(cluster)]
-    return _state(_ask(command))
+    return _state(slurm_lines(command))
 
 
 def squeue_state(job: str, cluster: str | None) -> str | None:
@@ -134,7 +134,8 @@ def squeue_state(job: str, cluster: str | None) -> str | None:
     asked for (``--states=all``), still lists it in its final state for ``MinJobAge`` after it ends (a site without
     accounting has no other evidence). It refuses the id of a job it does not list ("Invalid job id specified"),
     which says nothing about the job: counted as no answer."""
-    return _state(_ask(["squeue", "--noheader", "--states=all", f"--jobs={job}", "--format=%T", *_clusters(cluster)]))
+    command = ["squeue", "--noheader", "--states=all", f"--jobs={job}", "--format=%T", *_clusters(cluster)]
+    return _state(slurm_lines(command))
 
 
 class LockLost(ConfigError):

@@ -8,11 +8,12 @@ itself in ``<tree>/.workflows/<host>-<pid>.json`` when its jobs start and remove
 
 A record is taken for a running invocation unless there is evidence that it ended, as for a run lock
 (graft.train.lock): its pid no longer exists on this host, or Slurm reports the job it ran in (a controller job,
-slurm/controller.sbatch) in a terminal state. Anything else (another host with no job, a job Slurm does not list)
+slurm/controller.sbatch) in a terminal state; and, for an invocation through Slurm, none of the jobs it submitted
+is still queued or running (they all bear one name, the executor's run id, which ``squeue --name`` lists), since a
+controller that died leaves its jobs behind. Anything else (another host with no job, a query with no answer)
 keeps the refusal, whose line names the record to remove once that invocation is known to be gone. An invocation
 with the same config is let through: a resubmitted controller picks up where the tree stands, and its training jobs
-wait for their run locks. Jobs left queued by an invocation that died are not seen here; they read their own
-snapshot.
+wait for their run locks.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from graft.engine.slurm_job import this_job_run
 from graft.errors import ConfigError
 from graft.results import write_text
-from graft.train.lock import TERMINAL_JOB_STATES, JobQuery, pid_exists, sacct_state, squeue_state
+from graft.train.lock import TERMINAL_JOB_STATES, JobQuery, pid_exists, sacct_state, slurm_lines, squeue_state
 
 RECORDS = ".workflows"
 
@@ -49,25 +51,39 @@ def _records(tree: Path) -> list[tuple[Path, dict | None]]:
     return found
 
 
-def ended(record: dict, host: str, queries: tuple[JobQuery, ...]) -> str | None:
-    """The evidence that the invocation of ``record`` ended, in words, None where there is none."""
+def queued_jobs(name: str) -> list[str] | None:
+    """The ids of the Slurm jobs named ``name`` that are queued or running (squeue's default states), None when
+    Slurm gives no answer."""
+    return slurm_lines(["squeue", "--noheader", f"--name={name}", "--format=%i"])
+
+
+def ended(
+    record: dict, host: str, queries: tuple[JobQuery, ...], queued: Callable[[str], list[str] | None] = queued_jobs
+) -> bool:
+    """Whether there is evidence that the invocation of ``record`` ended, its Slurm jobs included."""
+    if not _process_ended(record, host, queries):
+        return False
+    run = record.get("slurm_run")
+    return not run or queued(run) == []
+
+
+def _process_ended(record: dict, host: str, queries: tuple[JobQuery, ...]) -> bool:
     if record["host"] == host and not pid_exists(int(record["pid"])):
-        return "its process no longer exists"
+        return True
     job = record.get("slurm_job")
     if job is None:
-        return None
+        return False
     for query in queries:
         state = query(str(job), record.get("slurm_cluster"))
-        if state in TERMINAL_JOB_STATES:
-            return f"Slurm reports its job {state}"
         if state:
-            return None
-    return None
+            return state in TERMINAL_JOB_STATES
+    return False
 
 
 def _who(record: dict) -> str:
     job = f", Slurm job {record['slurm_job']}" if record.get("slurm_job") else ""
-    return f"pid {record['pid']} on {record['host']}{job}, started {record.get('started', '?')}"
+    jobs = f", its jobs: squeue --name={record['slurm_run']}" if record.get("slurm_run") else ""
+    return f"pid {record['pid']} on {record['host']}{job}, started {record.get('started', '?')}{jobs}"
 
 
 def conflict(
@@ -76,6 +92,7 @@ def conflict(
     queries: tuple[JobQuery, ...] = (sacct_state, squeue_state),
     mine: Path | None = None,
     tidy: bool = False,
+    queued: Callable[[str], list[str] | None] = queued_jobs,
 ) -> str | None:
     """Why an invocation with the snapshot ``config`` may not run jobs on ``tree`` now, in one line, or None: another
     invocation (not the record ``mine``) runs jobs on it with another config. With ``tidy``, records of ended
@@ -90,7 +107,7 @@ def conflict(
                 f"{str(path)!r} is not a workflow's record (expected JSON with host, pid and config); remove it if no "
                 "workflow runs on this tree"
             )
-        if ended(other, host, queries):
+        if ended(other, host, queries, queued):
             if tidy:
                 path.unlink(missing_ok=True)
             continue
@@ -103,9 +120,16 @@ def conflict(
     return None
 
 
-def start(tree: str | Path, config: str | Path, queries: tuple[JobQuery, ...] = (sacct_state, squeue_state)) -> Path:
+def start(
+    tree: str | Path,
+    config: str | Path,
+    slurm_run: str | None = None,
+    queries: tuple[JobQuery, ...] = (sacct_state, squeue_state),
+    queued: Callable[[str], list[str] | None] = queued_jobs,
+) -> Path:
     """Record this invocation as running jobs on ``tree`` with the snapshot ``config`` (returns the record), or
-    raise ConfigError with ``conflict``'s line. Records of ended invocations are removed."""
+    raise ConfigError with ``conflict``'s line. ``slurm_run``: the name of every Slurm job it submits, None under
+    another executor. Records of ended invocations are removed."""
     tree, config = Path(tree), Path(config)
     host = socket.gethostname()
     job, _ = this_job_run()
@@ -117,10 +141,11 @@ def start(tree: str | Path, config: str | Path, queries: tuple[JobQuery, ...] = 
         "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME") if job else None,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": config.name,
+        "slurm_run": slurm_run,
     }
     write_text(mine, json.dumps(record) + "\n")
     # written first, then read: of two invocations starting at once, each sees the other
-    problem = conflict(tree, config, queries, mine, tidy=True)
+    problem = conflict(tree, config, queries, mine, tidy=True, queued=queued)
     if problem:
         stop(mine)
         raise ConfigError(problem)

@@ -564,6 +564,27 @@ def test_a_dry_run_through_the_slurm_profile_checks_the_site_first_unless_the_co
     assert not results.exists()
 
 
+def test_a_run_through_slurm_records_the_name_its_jobs_bear_before_the_first_is_submitted(tmp_path):
+    """graft.workflow.live's record of a run through the Slurm executor names its jobs by the executor's run id, so
+    that a later run can see the jobs a dead controller left queued: here the first sbatch (recorded Slurm
+    commands) copies the record and fails, and the record is removed when the run ends."""
+    env = recorded_slurm(tmp_path, "debug*|infinite|(null)|2|1000")
+    results = tmp_path / "results"
+    seen = tmp_path / "seen.json"
+    copy = f"import glob, shutil; shutil.copy(*glob.glob('{results}/{RECORDS}/*.json'), '{seen}')"
+    (tmp_path / "bin" / "sbatch").write_text(f'#!/bin/sh\n{sys.executable} -c "{copy}"\nexit 1\n')
+    cmd = [tool("snakemake"), "all", "--executor", "slurm", "--jobs", "2", "--configfile", "config/smoke.yaml"]
+    cmd += ["--slurm-init-seconds-before-status-checks", "1"]  # not the plugin's 40 s before it ends on the failure
+    cmd += ["--config", f"results={results}", "slurm={site_check: false}"]
+    proc = run_in(tmp_path, *cmd, env=env, timeout=600)
+    assert proc.returncode == 1
+    run_id = re.search(r"SLURM run ID: (\S+)", proc.stdout + proc.stderr)
+    assert run_id, (proc.stdout + proc.stderr)[-2000:]
+    record = json.loads(seen.read_text())
+    assert record["slurm_run"] == run_id.group(1) and record["pid"] != os.getpid()
+    assert not (results / RECORDS).exists()
+
+
 def test_a_partition_the_cluster_lacks_stops_the_slurm_executor_with_one_line_before_any_job(tmp_path):
     """The site check before the first job (Snakefile onstart): here Slurm's commands print what a one-partition
     cluster's print (recorded), and the config names a GPU partition it does not have."""

@@ -99,3 +99,36 @@ def test_an_unreadable_record_is_one_line_naming_it(tmp_path, text):
     with pytest.raises(ConfigError, match=r"odd\.json' is not a workflow's record .*remove it if no workflow runs"):
         start(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=())
     assert [p.name for p in (tmp_path / RECORDS).iterdir()] == ["odd.json"]
+
+
+def test_a_workflow_through_slurm_counts_as_ended_only_once_none_of_its_jobs_is_queued_or_running(tmp_path, dead_pid):
+    """Its controller died (a dead pid on this host), but the jobs it submitted, all named by its run id, may still
+    wait in the queue: ended only when squeue answers with none of them."""
+    _record(tmp_path, "slurm", config="aaaa.yaml", pid=dead_pid, slurm_run="run-1234")
+    asked = []
+
+    def queue(jobs):
+        def queued(name):
+            asked.append(name)
+            return jobs
+
+        return queued
+
+    for jobs, refused in ((["77", "78"], True), (None, True), ([], False)):
+        problem = conflict(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=(), queued=queue(jobs))
+        assert (problem is not None) == refused
+        if refused:
+            assert "its jobs: squeue --name=run-1234" in problem
+    assert asked == ["run-1234"] * 3
+    mine = start(tmp_path, tmp_path / "configs" / "bbbb.yaml", "run-5678", queries=(), queued=queue([]))
+    assert json.loads(mine.read_text())["slurm_run"] == "run-5678"
+    assert [p.name for p in (tmp_path / RECORDS).iterdir()] == [mine.name]
+
+
+def test_a_live_workflows_jobs_are_not_asked_for(tmp_path):
+    _record(tmp_path, "slurm", config="aaaa.yaml", slurm_run="run-1234")
+
+    def queued(name):
+        raise AssertionError("a live controller's queue was asked")
+
+    assert conflict(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=(), queued=queued) is not None
