@@ -342,7 +342,8 @@ def cell_phases(cfg: RunConfig, models: tuple[str, ...], reference: bool = False
     own rollout and sleeps at level 2 after it, so none holds weights while another samples); scoring and update:
     the model's gathered output projection and one gathered layer in the compute dtype, the activations of one
     forward pass at ``train.micro_batch_tokens`` and the log-prob chunk (``pass_bytes``); weight sync: the largest
-    tensor gathered in float32 and cast, then the engine's weights awake in its dtype (graft.engine.weight_sync)."""
+    tensor's shard cast to the engine's dtype and the tensor gathered in it, then the engine's weights awake in its
+    dtype (graft.engine.weight_sync)."""
     sizes = {m: model_sizes(cfg, m) for m in models}
     if any(s is None for s in sizes.values()):
         return None
@@ -372,10 +373,12 @@ def _phases(
     engine = engine_share_bytes(cfg) - CUDA_GRAPH_BYTES if vllm else 0.0
     scoring = max(forward(s, grad=False) for s in sizes.values())
     update = max(forward(s, grad=True) for s in sizes.values())
-    # the largest tensor, the [vocabulary, hidden] embedding, gathered in float32 and cast to the engine's dtype;
-    # then the engine's weights, woken for the load and kept into its rollout
+    # the largest tensor, the [vocabulary, hidden] embedding: this process's shard cast to the engine's dtype, then
+    # gathered in it (graft.engine.weight_sync.travelling); then the engine's weights, woken for the load and kept
+    # into its rollout
     sync = max(
-        s.vocab * s.hidden * (4 + compute) + (parameters(s) * DTYPE_BYTES[cfg.models[m].dtype] if vllm else 0)
+        s.vocab * s.hidden * DTYPE_BYTES[cfg.models[m].dtype] * (1 + 1 / p)
+        + (parameters(s) * DTYPE_BYTES[cfg.models[m].dtype] if vllm else 0)
         for m, s in sizes.items()
     )
     return [

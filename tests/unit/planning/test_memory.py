@@ -193,6 +193,19 @@ def test_what_a_gpu_holds_throughout_for_the_paper_pair_p3():
     assert zero2.nccl == 2 * NCCL_COMMUNICATOR_BYTES
 
 
+def test_the_weight_sync_gathers_the_largest_tensor_in_the_engines_dtype_beside_the_woken_engine():
+    """The sync's peak (graft.engine.weight_sync): the [vocabulary, hidden] embedding, each process's shard cast to
+    the engine's bf16 before the gather (1/4 of it on 4 processes) and gathered whole in bf16, not float32, then the
+    engine's weights woken in bf16; the larger model of the pair decides."""
+    cfg = paper()
+    pair = ("smollm3", "octothinker")
+    held = cell_held(cfg, pair).total
+    sync = cell_phases(cfg, pair)[3]
+    assert sync.name == "weight sync"
+    expected = max(s.vocab * s.hidden * 2 * (1 + 1 / 4) + parameters(s) * 2 for s in (SMOLLM3, OCTOTHINKER))
+    assert sync.gb * 1e9 == pytest.approx(held + expected)
+
+
 def test_nccl_communicators_of_each_placement():
     pair = ("smollm3", "qwen3")
     assert nccl_communicators(paper(processes=1), pair) == 0
