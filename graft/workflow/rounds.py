@@ -27,10 +27,52 @@ BY_HAND = "the next invocation gives them another lane: run the same command aga
 """Words of the line for an invocation without ``--keep-going``, which stopped at the first failure."""
 
 
+FORCING = {"-f": "--force", "-F": "--forceall", "-R": "--forcerun"}
+"""Snakemake's options that redo jobs whose outputs are present (``--forcerun`` takes the words up to the next
+option). The next round leaves them out: this round has already redone what they named, and redoing it again would
+retrain finished cells that nobody asked to retrain twice."""
+
+
+def _forcing(option: str) -> str | None:
+    """The forcing option (its long name) that ``option`` names, as Snakemake's parser reads it (a long option may be
+    abbreviated), else None."""
+    if option in FORCING:
+        return FORCING[option]
+    if option == "--force":
+        return option
+    found = [name for name in FORCING.values() if len(option) > len("--force") and name.startswith(option)]
+    return found[0] if found else None
+
+
 def next_round_command(argv: Sequence[str]) -> list[str]:
     """The command of the next round: Snakemake's own ``argv`` (its command line, program first) run by this
-    Python, without the lock that this round still holds."""
-    return [sys.executable, "-m", "snakemake", *argv[1:], "--nolock"]
+    Python, without the lock that this round still holds and without the options that force jobs (``FORCING``)."""
+    kept, words = [], list(argv[1:])
+    while words:
+        word = words.pop(0)
+        name = _forcing(word.split("=", 1)[0])
+        if name:
+            if name == "--forcerun" and "=" not in word:
+                while words and not words[0].startswith("-"):
+                    words.pop(0)
+            continue
+        if word.startswith("-") and not word.startswith("--") and len(word) > 2 and word[1:].isalpha():
+            # one-letter flags together (-kF): the forcing ones dropped; -R takes the rest of the word as its value,
+            # or, last, the words up to the next option
+            rest = ""
+            for at, letter in enumerate(word[1:], start=1):
+                if letter == "R":
+                    if at == len(word) - 1:
+                        while words and not words[0].startswith("-"):
+                            words.pop(0)
+                    break
+                if f"-{letter}" not in FORCING:
+                    rest += letter
+            if rest:
+                kept.append(f"-{rest}")
+            continue
+        kept.append(word)
+    return [sys.executable, "-m", "snakemake", *kept, "--nolock"]
 
 
 def held_line(failed: Iterable[str], held: int, again: bool) -> str:

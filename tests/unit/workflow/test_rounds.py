@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from graft.workflow.rounds import AGAIN, BY_HAND, after_failures, held_line, next_round_command
 
 # a b c in one lane, d e in another: c waits for b, b for a, e for d
@@ -41,3 +43,32 @@ def test_the_next_round_is_the_same_command_line_by_this_python_without_the_held
     assert AGAIN in held_line(["grpo_n8/smol/seed0", "graft/P1/seed0"], 3, again=True)
     line = held_line(["z", "a"], 3, again=True)
     assert line.startswith("graft: 3 cell(s) of the disk budget's lanes waited behind a, z,")
+
+
+@pytest.mark.parametrize(
+    ("argv", "kept"),
+    [
+        ("all --forcerun r/a/done.json r/b/done.json --keep-going", "all --keep-going"),
+        ("all -R train --cores 2", "all --cores 2"),
+        ("all --forcerun=train -k", "all -k"),
+        ("-F all -k", "all -k"),
+        ("all --forceall --force -f --cores 2", "all --cores 2"),
+        ("all -kF --cores 2", "all -k --cores 2"),
+        ("all -kR train --cores 2", "all -k --cores 2"),
+        ("all -F", "all"),
+        ("all --forcer r/a/done.json --foo", "all --foo"),
+        ("all --forcea --forceful", "all --forceful"),
+        ("all -Rtrain -k", "all -k"),
+        ("all -kRtrain all", "all -k all"),
+        ("r/a/done.json --rerun-incomplete --profile slurm", "r/a/done.json --rerun-incomplete --profile slurm"),
+    ],
+)
+def test_the_next_round_leaves_out_what_forced_jobs_in_this_one(argv, kept):
+    """This round has redone what --forcerun, --forceall and --force named; the next one must not redo it again."""
+    assert next_round_command(["snakemake", *argv.split()]) == [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *kept.split(),
+        "--nolock",
+    ]
