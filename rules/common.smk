@@ -190,7 +190,8 @@ def held_behind_failures():
 
 def slurm_run_name():
     """The name of every job the Slurm executor submits in this invocation, its run id (the executor's run_uuid in
-    snakemake-executor-plugin-slurm 2.8.0, made before onstart runs), None under another executor."""
+    snakemake-executor-plugin-slurm 2.8.0, made before onstart runs), None under another executor.
+    """
     if workflow.executor_plugin.name != "slurm":
         return None
     return getattr(getattr(workflow.scheduler, "_executor", None), "run_uuid", None)
