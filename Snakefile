@@ -1,3 +1,4 @@
+import signal
 import sys
 from pathlib import Path
 
@@ -71,9 +72,6 @@ if INVOCATION is not None:
     ):
         print(f"graft: warning: a run now would stop here: {problem}", file=sys.stderr)
 
-# This invocation's record among the tree's running workflows, once its jobs start
-LIVE = []
-
 
 onstart:
     if workflow.executor_plugin.name == "slurm" and (
@@ -92,24 +90,19 @@ onstart:
     if workflow.is_main_process:
         # one config per tree while its jobs run (graft.workflow.live); a dry run warns of the same, above
         try:
-            LIVE.append(live.start(TREE.root, RUN_CONFIG, slurm_run_name()))
+            live.start(TREE.root, RUN_CONFIG, slurm_run_name(), CONTROLLER)
         except ConfigError as err:
             sys.exit(f"graft: error: {err}")
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, record_interrupt)
         snapshot_config()
         export_attempts()
-
-
-onsuccess:
-    for record in LIVE:
-        live.stop(record)
 
 
 # Under a disk budget Snakemake runs no cell waiting behind one that failed for good in this invocation: a
 # --keep-going invocation runs again, in which they wait in another lane (graft.workflow.rounds), and says so.
 onerror:
     held_behind_failures()
-    for record in LIVE:
-        live.stop(record)
 
 
 rule all:

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -48,7 +49,8 @@ from graft.planning.turns import failed_cells
 from graft.planning.targets import Invocation, Stage, needed_cells, summary
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
-from graft.workflow.rounds import after_failures
+from graft.workflow import live
+from graft.workflow.rounds import ROUND_OF, after_failures
 from graft.train.run_state import IDENTITY
 
 CFG = config_from_dict(config)
@@ -69,6 +71,17 @@ SNAPSHOT_TEXT = yaml.safe_dump(config, sort_keys=False)
 RUN_CONFIG = str(
     TREE.config_snapshot(hashlib.sha256(SNAPSHOT_TEXT.encode()).hexdigest()[:16])
 )
+# A next round of this invocation (graft.workflow.rounds) runs with its config or not at all
+if (
+    workflow.is_main_process
+    and os.environ.get(ROUND_OF, Path(RUN_CONFIG).name) != Path(RUN_CONFIG).name
+):
+    sys.exit(
+        f"graft: error: the config changed since this invocation started (configs/{os.environ[ROUND_OF]}, now "
+        f"configs/{Path(RUN_CONFIG).name}): its next round is not run; run the command again to plan with it"
+    )
+# The Slurm job this invocation runs in, read before the Slurm executor drops SLURM_* from the environment
+CONTROLLER = live.controller_job() if workflow.is_main_process else (None, None)
 CELLS = {(c.method, c.cell, c.seed): c for c in training_cells(CFG)}
 # The cells rule all runs (workflow.main_cells); rule full runs every cell
 MAIN = {(c.method, c.cell, c.seed): c for c in main_cells(CFG, list(CELLS.values()))}
@@ -153,6 +166,11 @@ if CHANGED and CFG.workflow.changed_runs == "stop" and workflow.is_main_process:
 # retrain: each such run's records and evaluations are moved aside now, before the jobs are planned, so that every
 # one of them trains anew, whatever Snakemake recorded of it (a copied tree has no record); a dry run moves nothing
 if CHANGED and CFG.workflow.changed_runs == "retrain" and workflow.is_main_process:
+    # not while a workflow of another config runs jobs on this tree: they may still read these runs
+    if not workflow.output_settings.dryrun and (
+        problem := live.conflict(TREE.root, RUN_CONFIG)
+    ):
+        sys.exit(f"graft: error: {problem}")
     try:
         for line in retrain_changed(
             CHANGED, TREE, cell_eval_dirs, workflow.output_settings.dryrun
@@ -168,6 +186,31 @@ KEPT = (
 )
 
 
+# Why this invocation's jobs stopped before they all ran, where the user or the executor stopped them
+STOPPED = []
+
+
+def record_interrupt(number, frame):
+    """SIGINT (Ctrl-C): remembered, then Python's KeyboardInterrupt, on which Snakemake cancels the jobs."""
+    STOPPED.append("stopped (Ctrl-C)")
+    signal.default_int_handler(number, frame)
+
+
+def stop_reason():
+    """Why this invocation ended early, in words, None where its jobs ran to their ends: Ctrl-C, SIGTERM (which
+    Snakemake's scheduler records as a user kill) or the executor's error."""
+    scheduler = workflow.scheduler
+    if STOPPED:
+        return STOPPED[0]
+    if getattr(scheduler, "_user_kill", None):
+        return "stopped (SIGTERM)"
+    if getattr(scheduler, "_executor_error", None) is not None or getattr(
+        scheduler, "running", None
+    ):
+        return "ended by its executor's error"
+    return None
+
+
 def held_behind_failures():
     """Where cells waited in vain behind cells that failed for good in this invocation, say so and, with
     --keep-going, run the next round for them (graft.workflow.rounds)."""
@@ -176,6 +219,7 @@ def held_behind_failures():
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)
         return
+    dag = workflow.dag_settings
     after_failures(
         DISK_TURN,
         FAILED,
@@ -185,6 +229,9 @@ def held_behind_failures():
         workflow.execution_settings.keep_going,
         INVOCATION.command if INVOCATION else None,
         INVOCATION.started if INVOCATION else Path.cwd(),
+        stopped=stop_reason(),
+        forced=bool(dag.forceall or dag.forcerun or dag.forcetargets),
+        env={ROUND_OF: Path(RUN_CONFIG).name},
     )
 
 

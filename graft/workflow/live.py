@@ -12,12 +12,15 @@ slurm/controller.sbatch) in a terminal state; and, for an invocation through Slu
 is still queued or running (they all bear one name, the executor's run id, which ``squeue --name`` lists), since a
 controller that died leaves its jobs behind. Anything else (another host with no job, a query with no answer)
 keeps the refusal, whose line names the record to remove once that invocation is known to be gone. An invocation
-with the same config is let through: a resubmitted controller picks up where the tree stands, and its training jobs
-wait for their run locks.
+with the same config is let through while the recorded one runs (its own next round, graft.workflow.rounds) or
+once it has ended; not while only its jobs are left in the queue, which would train beside the new ones: their ids
+are named, to wait for or ``scancel --name``. The controller's Slurm job is read while the workflow is parsed
+(``controller_job``): the Slurm executor drops the SLURM_* variables from the environment before its jobs start.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -33,13 +36,31 @@ from graft.train.lock import TERMINAL_JOB_STATES, JobQuery, pid_exists, sacct_st
 
 RECORDS = ".workflows"
 
+CONTROLLER_ENV = "GRAFT_CONTROLLER_JOB"
+"""Where ``controller_job`` keeps the controller's Slurm job for the invocation's next rounds, which start after the
+Slurm executor has dropped the SLURM_* variables."""
+
+
+def controller_job() -> tuple[str | None, str | None]:
+    """The Slurm job (id, cluster) this invocation runs in, None outside Slurm; kept in ``CONTROLLER_ENV`` for the
+    processes it starts."""
+    job, _ = this_job_run()
+    if job:
+        found = (job, os.environ.get("SLURM_CLUSTER_NAME"))
+    else:
+        kept = os.environ.get(CONTROLLER_ENV, "")
+        found = tuple(kept.split(",", 1)) if "," in kept else (None, None)
+    if found[0]:
+        os.environ[CONTROLLER_ENV] = f"{found[0]},{found[1] or ''}"
+    return found[0], found[1] or None
+
 
 def _records(tree: Path) -> list[tuple[Path, dict | None]]:
     directory = tree / RECORDS
     if not directory.is_dir():
         return []
     found = []
-    for path in sorted(directory.glob("*.json")):
+    for path in sorted(directory.glob("[!.]*.json")):  # not a record being written (graft.results.write_text)
         try:
             record = json.loads(path.read_text())
         except FileNotFoundError:  # its invocation ended meanwhile
@@ -57,14 +78,10 @@ def queued_jobs(name: str) -> list[str] | None:
     return slurm_lines(["squeue", "--noheader", f"--name={name}", "--format=%i"])
 
 
-def ended(
-    record: dict, host: str, queries: tuple[JobQuery, ...], queued: Callable[[str], list[str] | None] = queued_jobs
-) -> bool:
-    """Whether there is evidence that the invocation of ``record`` ended, its Slurm jobs included."""
-    if not _process_ended(record, host, queries):
-        return False
+def _jobs_left(record: dict, queued: Callable[[str], list[str] | None]) -> bool:
+    """Whether the Slurm jobs of ``record``'s invocation may still queue or run (no answer counts as yes)."""
     run = record.get("slurm_run")
-    return not run or queued(run) == []
+    return bool(run) and queued(run) != []
 
 
 def _process_ended(record: dict, host: str, queries: tuple[JobQuery, ...]) -> bool:
@@ -107,10 +124,18 @@ def conflict(
                 f"{str(path)!r} is not a workflow's record (expected JSON with host, pid and config); remove it if no "
                 "workflow runs on this tree"
             )
-        if ended(other, host, queries, queued):
+        gone = _process_ended(other, host, queries)
+        left = _jobs_left(other, queued) if gone else True
+        if gone and not left:
             if tidy:
                 path.unlink(missing_ok=True)
             continue
+        if gone:
+            return (
+                f"results {str(tree)!r}: the jobs of a workflow that ended ({_who(other)}) may still queue or run, "
+                f"and would train beside this one's: wait until squeue --name={other['slurm_run']} lists none, or "
+                f"scancel --name={other['slurm_run']}"
+            )
         if other["config"] != config.name:
             return (
                 f"results {str(tree)!r}: another workflow runs jobs on this tree with another config "
@@ -124,21 +149,23 @@ def start(
     tree: str | Path,
     config: str | Path,
     slurm_run: str | None = None,
+    controller: tuple[str | None, str | None] = (None, None),
     queries: tuple[JobQuery, ...] = (sacct_state, squeue_state),
     queued: Callable[[str], list[str] | None] = queued_jobs,
 ) -> Path:
-    """Record this invocation as running jobs on ``tree`` with the snapshot ``config`` (returns the record), or
-    raise ConfigError with ``conflict``'s line. ``slurm_run``: the name of every Slurm job it submits, None under
-    another executor. Records of ended invocations are removed."""
+    """Record this invocation as running jobs on ``tree`` with the snapshot ``config`` (returns the record, removed
+    when this process exits), or raise ConfigError with ``conflict``'s line. ``slurm_run``: the name of every Slurm
+    job it submits, None under another executor; ``controller``: the Slurm job it runs in (``controller_job``).
+    Records of ended invocations are removed."""
     tree, config = Path(tree), Path(config)
     host = socket.gethostname()
-    job, _ = this_job_run()
+    job, cluster = controller
     mine = tree / RECORDS / f"{host}-{os.getpid()}.json"
     record = {
         "host": host,
         "pid": os.getpid(),
         "slurm_job": job,
-        "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME") if job else None,
+        "slurm_cluster": cluster,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": config.name,
         "slurm_run": slurm_run,
@@ -149,6 +176,7 @@ def start(
     if problem:
         stop(mine)
         raise ConfigError(problem)
+    atexit.register(stop, mine)  # however the invocation ends, short of a SIGKILL
     return mine
 
 

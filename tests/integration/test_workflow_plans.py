@@ -25,7 +25,7 @@ from graft.planning.plan import base_evaluations, checkpoint_steps, describe, di
 from graft.planning.site import GPU_RULES, runtime_asks, stop_lead_seconds
 from graft.results import ResultsTree
 from graft.workflow.live import RECORDS
-from graft.workflow.rounds import AGAIN
+from graft.workflow.rounds import AGAIN, ROUND_OF
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -517,6 +517,22 @@ def test_a_run_with_another_config_while_a_workflow_runs_on_the_tree_stops_in_on
     dry = run_in(tmp_path, *cmd, "--dry-run", check=True)
     assert "graft: warning: a run now would stop here: results" in dry.stderr and "train" in job_counts(dry)
     assert sorted(p.relative_to(results) for p in results.rglob("*")) == before
+
+
+def test_a_next_round_whose_config_changed_since_its_invocation_started_plans_nothing(tmp_path):
+    """A next round (graft.workflow.rounds) reads the config files again: edited meanwhile, it would plan another
+    config, and under changed_runs: retrain retire the cells its first round has just finished. It stops in one
+    line before anything is planned; with the same config it plans as usual."""
+    results = tmp_path / "results"
+    cmd = [tool("snakemake"), "all", "--dry-run", "--cores", "1", "--configfile", "config/smoke.yaml"]
+    cmd += ["--config", f"results={results}"]
+    proc = run_in(tmp_path, *cmd, env={**os.environ, ROUND_OF: "0123456789abcdef.yaml"})
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("graft: error: the config changed since this invocation started (configs/0123456789abcdef")
+    same = re.search(r"now configs/(\w+\.yaml)", last).group(1)
+    assert "train" in job_counts(run_in(tmp_path, *cmd, env={**os.environ, ROUND_OF: same}, check=True))
+    assert not results.exists()
 
 
 def recorded_slurm(tmp_path: Path, sinfo: str) -> dict[str, str]:

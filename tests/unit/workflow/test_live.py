@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from graft.errors import ConfigError
-from graft.workflow.live import RECORDS, conflict, start, stop
+from graft.workflow.live import CONTROLLER_ENV, RECORDS, conflict, controller_job, start, stop
 
 HOST = socket.gethostname()
 
@@ -132,3 +132,32 @@ def test_a_live_workflows_jobs_are_not_asked_for(tmp_path):
         raise AssertionError("a live controller's queue was asked")
 
     assert conflict(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=(), queued=queued) is not None
+
+
+def test_the_same_config_waits_for_the_jobs_a_dead_controller_left_in_the_queue(tmp_path, dead_pid):
+    """A resubmitted controller with the same config would train beside its predecessor's queued jobs (each
+    waiting on the other's run lock): refused until squeue lists none of them, which the line names."""
+    _record(tmp_path, "old", config="aaaa.yaml", pid=dead_pid, slurm_run="run-1234")
+    problem = conflict(tmp_path, tmp_path / "configs" / "aaaa.yaml", queries=(), queued=lambda name: ["77"])
+    assert "may still queue or run" in problem and "scancel --name=run-1234" in problem
+    assert conflict(tmp_path, tmp_path / "configs" / "aaaa.yaml", queries=(), queued=lambda name: []) is None
+
+
+def test_a_record_being_written_is_not_read(tmp_path):
+    (tmp_path / RECORDS).mkdir()
+    (tmp_path / RECORDS / ".other-12.json.tmp.json").write_text("{")  # graft.results.write_text's temporary
+    assert conflict(tmp_path, tmp_path / "configs" / "bbbb.yaml", queries=()) is None
+
+
+def test_the_controllers_slurm_job_outlives_the_executor_dropping_slurms_variables(monkeypatch):
+    """The Slurm executor removes SLURM_* from the environment before the jobs start; the job read while the
+    workflow is parsed is kept for the record and for the invocation's next rounds."""
+    monkeypatch.setenv("SLURM_JOB_ID", "555")
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "hpc")
+    monkeypatch.delenv(CONTROLLER_ENV, raising=False)
+    assert controller_job() == ("555", "hpc")
+    monkeypatch.delenv("SLURM_JOB_ID")
+    monkeypatch.delenv("SLURM_CLUSTER_NAME")
+    assert controller_job() == ("555", "hpc")  # a next round, started after the variables were dropped
+    monkeypatch.delenv(CONTROLLER_ENV)
+    assert controller_job() == (None, None)

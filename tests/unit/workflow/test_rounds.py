@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graft.workflow.rounds import AGAIN, BY_HAND, after_failures, held_line, next_round_command
+from graft.workflow.rounds import AGAIN, BY_HAND, after_failures, forces, held_line, next_round_command
 
 # a b c in one lane, d e in another: c waits for b, b for a, e for d
 BEFORE = {"b": "a", "c": "b", "e": "d"}
@@ -39,7 +39,15 @@ def test_with_keep_going_but_no_command_line_it_says_so_and_runs_nothing(tmp_pat
 
 def test_the_next_round_is_the_same_command_line_by_this_python_without_the_held_lock():
     argv = ["/env/bin/snakemake", "all", "--profile", "slurm", "--keep-going"]
-    assert next_round_command(argv) == [sys.executable, "-m", "snakemake", *argv[1:], "--nolock"]
+    assert next_round_command(argv) == [sys.executable, "-m", "snakemake", "--nolock", *argv[1:]]
+    # --nolock first: after a -- every word is a target
+    assert next_round_command(["snakemake", "--cores", "2", "--", "all"])[3:] == [
+        "--nolock",
+        "--cores",
+        "2",
+        "--",
+        "all",
+    ]
     assert AGAIN in held_line(["grpo_n8/smol/seed0", "graft/P1/seed0"], 3, again=True)
     line = held_line(["z", "a"], 3, again=True)
     assert line.startswith("graft: 3 cell(s) of the disk budget's lanes waited behind a, z,")
@@ -60,15 +68,34 @@ def test_the_next_round_is_the_same_command_line_by_this_python_without_the_held
         ("all --forcea --forceful", "all --forceful"),
         ("all -Rtrain -k", "all -k"),
         ("all -kRtrain all", "all -k all"),
+        ("all -Revaluate_base -Rresults/a/done.json -k", "all -k"),
+        ("all -kj4 -sSnakefile -F", "all -kj4 -sSnakefile"),
+        ("all --forcerun a b -- c", "all -- c"),
         ("r/a/done.json --rerun-incomplete --profile slurm", "r/a/done.json --rerun-incomplete --profile slurm"),
     ],
 )
 def test_the_next_round_leaves_out_what_forced_jobs_in_this_one(argv, kept):
     """This round has redone what --forcerun, --forceall and --force named; the next one must not redo it again."""
-    assert next_round_command(["snakemake", *argv.split()]) == [
-        sys.executable,
-        "-m",
-        "snakemake",
-        *kept.split(),
-        "--nolock",
-    ]
+    command = ["snakemake", *argv.split()]
+    assert next_round_command(command) == [sys.executable, "-m", "snakemake", "--nolock", *kept.split()]
+    assert forces(command) == (argv != kept)
+
+
+@pytest.mark.parametrize(
+    ("stopped", "forced", "command", "why"),
+    [
+        ("stopped (Ctrl-C)", False, ("snakemake", "all"), "this invocation was stopped (Ctrl-C)"),
+        (None, True, ("snakemake", "all"), "a profile forces jobs, which a next round would force again"),
+    ],
+)
+def test_a_stopped_round_or_one_a_profile_forces_starts_no_next_round_and_says_why(
+    tmp_path, capsys, stopped, forced, command, why
+):
+    """Ctrl-C, SIGTERM or an executor's error ended this round: the user asked for no more jobs. A profile's
+    forcing options would be read again by the next round, which would redo what this one redid."""
+    result = after_failures(
+        BEFORE, ["d"], ["b"], lambda c: False, str, True, command, tmp_path, stopped=stopped, forced=forced
+    )
+    assert result is None
+    assert capsys.readouterr().err.strip() == held_line(["b"], 1, again=False, why_not=why)
+    assert held_line(["b"], 1, again=False, why_not=why).endswith(f"{BY_HAND} ({why})")
