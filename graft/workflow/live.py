@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,9 +74,17 @@ def _records(tree: Path) -> list[tuple[Path, dict | None]]:
 
 
 def queued_jobs(name: str) -> list[str] | None:
-    """The ids of the Slurm jobs named ``name`` that are queued or running (squeue's default states), None when
-    Slurm gives no answer."""
-    return slurm_lines(["squeue", "--noheader", f"--name={name}", "--format=%i"])
+    """The ids of the Slurm jobs named ``name`` that are queued or running, None when Slurm gives no answer. A job
+    in COMPLETING is left out: its processes are being killed (a ``scancel`` a moment ago), and a training job's
+    retry waits for them through its run lock (graft.train.lock)."""
+    for wait in (0, 2, 4):  # a controller busy for a moment answers nothing: asked again before giving up
+        time.sleep(wait)
+        lines = slurm_lines(["squeue", "--noheader", f"--name={name}", "--format=%i %T"])
+        if lines is not None:
+            break
+    else:
+        return None
+    return [line.split()[0] for line in lines if line.split()[-1].upper() not in {"COMPLETING", *TERMINAL_JOB_STATES}]
 
 
 def _jobs_left(record: dict, queued: Callable[[str], list[str] | None]) -> bool:

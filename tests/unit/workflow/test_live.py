@@ -161,3 +161,14 @@ def test_the_controllers_slurm_job_outlives_the_executor_dropping_slurms_variabl
     assert controller_job() == ("555", "hpc")  # a next round, started after the variables were dropped
     monkeypatch.delenv(CONTROLLER_ENV)
     assert controller_job() == (None, None)
+
+
+def test_jobs_being_killed_are_not_queued_jobs(monkeypatch):
+    """squeue's answer for a controller's jobs a moment after scancel: those still COMPLETING are ending."""
+    import graft.workflow.live as live
+
+    answers = {"ok": ["41 RUNNING", "42 PENDING", "43 COMPLETING", "44 CANCELLED"], "none": [], "down": None}
+    monkeypatch.setattr(live.time, "sleep", lambda seconds: None)
+    for key, lines in answers.items():
+        monkeypatch.setattr(live, "slurm_lines", lambda command, lines=lines: lines)
+        assert live.queued_jobs(key) == {"ok": ["41", "42"], "none": [], "down": None}[key]
