@@ -13,6 +13,7 @@ config or not at all (``ROUND_OF``): a config file edited meanwhile would otherw
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -136,8 +137,10 @@ def run_round(command: Sequence[str], directory: Path, env: Mapping[str, str]) -
     SIGTERM: a Ctrl-C then reaches it once, and it cancels its own jobs before it ends, where the default would
     kill it after a quarter of a second with its Slurm jobs still running."""
     child = subprocess.Popen(list(command), cwd=directory, env={**os.environ, **env}, start_new_session=True)
-    handed = (signal.SIGINT, signal.SIGTERM)
-    before = {s: signal.signal(s, lambda number, frame: child.send_signal(number)) for s in handed}
+    before = {}
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers (onerror runs there)
+        for number in (signal.SIGINT, signal.SIGTERM):
+            before[number] = signal.signal(number, lambda number, frame: child.send_signal(number))
     try:
         return child.wait()
     finally:
