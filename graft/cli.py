@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,7 +17,7 @@ import yaml
 
 import graft
 from graft.config import RunConfig, load_config, read_yaml
-from graft.errors import ConfigError
+from graft.errors import Busy, ConfigError
 from graft.methods import PRESETS, Method, get_method, resolve_all, with_switches
 from graft.names import check_name
 from graft.numerics import check_mode
@@ -903,6 +904,9 @@ def main(argv: list[str] | None = None) -> int:
         go_offline(args.command)
         node_local_caches()
         return args.func(args)
+    except Busy as err:
+        print(f"graft: error: {err}", file=sys.stderr)
+        return os.EX_TEMPFAIL
     except ConfigError as err:
         print(f"graft: error: {err}", file=sys.stderr)
         return 2

@@ -52,7 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from graft.engine.slurm_job import this_job_run
-from graft.errors import ConfigError
+from graft.errors import Busy, ConfigError
 
 LOCK_NAME = ".lock"
 
@@ -212,7 +212,7 @@ class RunLock:
             with os.fdopen(fd, "w") as handle:
                 handle.write(json.dumps(self.me) + "\n")
             return
-        raise ConfigError(f"--out: could not take the run lock {str(self.path)!r}; remove it if no run is active")
+        raise Busy(f"--out: could not take the run lock {str(self.path)!r}; remove it if no run is active")
 
     def release(self) -> None:
         if self._holder() == self.me:
@@ -275,7 +275,7 @@ class RunLock:
             if left <= 0:
                 here = holder["host"] == self.me["host"]
                 hint = "stop that run first" if here else "if that run is gone, rerun with --force-unlock"
-                raise ConfigError(
+                raise Busy(
                     f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why} after {waited:.0f} s of "
                     f"waiting for it to end; {hint}"
                 )
@@ -285,7 +285,7 @@ class RunLock:
             return waited + delay
         if verdict.action == "refuse":
             hint = "" if holder["host"] == self.me["host"] else "; if that process is gone, rerun with --force-unlock"
-            raise ConfigError(f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why}{hint}")
+            raise Busy(f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why}{hint}")
         print(f"warning: taking over the run lock of {who}: {verdict.why}", file=sys.stderr)
         # rename first: of two processes taking over at once, only one succeeds, the other looks again
         stale = self.path.with_name(f"{LOCK_NAME}.stale.{self.me['pid']}")

@@ -69,7 +69,7 @@ def write_lock(out, host, pid):
 def test_a_live_holder_on_this_host_is_refused_with_one_line(forced_world, tmp_path, capsys):
     out = tmp_path / "run"
     write_lock(out, socket.gethostname(), os.getpid())
-    assert cli_train(forced_world, out) == 2
+    assert cli_train(forced_world, out) == os.EX_TEMPFAIL  # a temporary failure: a retry may find it free
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"pid {os.getpid()}" in err and "in use" in err
     assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]  # nothing written
@@ -86,7 +86,7 @@ def test_a_dead_holder_on_this_host_is_taken_over_and_the_lock_released(forced_w
 def test_another_hosts_lock_is_respected_unless_forced(forced_world, tmp_path, capsys):
     out = tmp_path / "run"
     write_lock(out, "some-other-node", 12345)
-    assert cli_train(forced_world, out) == 2
+    assert cli_train(forced_world, out) == os.EX_TEMPFAIL
     assert "--force-unlock" in capsys.readouterr().err
     assert cli_train(forced_world, out, "--force-unlock") == 0
     assert not (out / LOCK_NAME).exists()
@@ -99,7 +99,7 @@ def test_a_live_holder_is_refused_before_any_model_loads(forced_world, tmp_path,
     monkeypatch.setattr("graft.train.trainer.make_learner", no_model_may_load)
     out = tmp_path / "run"
     write_lock(out, socket.gethostname(), os.getpid())
-    assert cli_train(forced_world, out) == 2
+    assert cli_train(forced_world, out) == os.EX_TEMPFAIL
     assert "in use by a run on" in capsys.readouterr().err
 
 
@@ -131,7 +131,7 @@ def test_two_concurrent_trainers_on_one_directory(forced_world, tmp_path):
         second = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=300)
     finally:
         os.kill(first.pid, signal.SIGCONT)
-    assert second.returncode == 2, second.stderr
+    assert second.returncode == os.EX_TEMPFAIL, second.stderr
     assert "in use by a run on" in second.stderr and second.stderr.count("\n") == 1
     assert first.wait(timeout=600) == 0, first.stderr.read()
     rows = [(r["step"], r["model"]) for r in metrics(out)]
