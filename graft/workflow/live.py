@@ -133,13 +133,11 @@ def conflict(
                 f"{str(path)!r} is not a workflow's record (expected JSON with host, pid and config); remove it if no "
                 "workflow runs on this tree"
             )
-        gone = _process_ended(other, host, queries)
-        left = _jobs_left(other, queued) if gone else True
-        if gone and not left:
-            if tidy:
-                path.unlink(missing_ok=True)
-            continue
-        if gone:
+        if _process_ended(other, host, queries):
+            if not _jobs_left(other, queued):
+                if tidy:
+                    path.unlink(missing_ok=True)
+                continue
             return (
                 f"results {str(tree)!r}: the jobs of a workflow that ended ({_who(other)}) may still queue or run, "
                 f"and would train beside this one's: wait until squeue --name={other['slurm_run']} lists none, or "
