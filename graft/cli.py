@@ -148,15 +148,15 @@ def _cmd_archive_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_toy(args: argparse.Namespace) -> int:
-    from graft.toy.build import build_world
+    from graft.toy.world import build_world
 
     config = load_config(args.config)
     root = args.out if args.out is not None else ResultsTree(config.results).toy
     check_output("--out" if args.out is not None else "results", root, "directory", {"--config": args.config})
     if args.summary:
         check_output("--summary", args.summary, "file", {"--config": args.config})
-    _set_threads(args.threads)
-    summary = build_world(config, args.toy_command, root, getattr(args, "name", None), _log_event)
+    # the threads go to build_world, which loads torch only where it builds a model
+    summary = build_world(config, args.toy_command, root, getattr(args, "name", None), _log_event, threads=args.threads)
     if args.summary:
         write_text(args.summary, json.dumps(summary, indent=2) + "\n")
     return 0
@@ -303,7 +303,7 @@ def _cmd_reevaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    from graft.train.checkpoint import prune_run
+    from graft.train.prune import prune_run
 
     run = _training_run(args.run)
     if not args.evals.is_dir():

@@ -31,7 +31,8 @@ from graft.engine.policy import load_policy
 from graft.engine.rollout import HFRollout
 from graft.methods import get_method
 from graft.results import ResultsTree, write_text
-from graft.toy.build import read_problems, warmup_examples
+from graft.toy.build import warmup_examples
+from graft.toy.data import read_problems
 from graft.toy.warmup import length_parts, nll_backward
 from graft.train import update
 from graft.train.request import TrainRequest

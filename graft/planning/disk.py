@@ -31,7 +31,7 @@ EVALUATION_BYTES_PER_PROBLEM = 32
 """A problem's id as a key of the per-problem lists (MATH500's ``"test/algebra/1234.json": [``)."""
 KEPT_CHECKPOINTS = 3
 """Checkpoints of a model that pruning keeps at most: the one each selection rule picks (test_best, val_best,
-final; graft.train.checkpoint.prune_run), the last among them."""
+final; graft.train.prune.prune_run), the last among them."""
 
 
 @dataclass(frozen=True)

@@ -1,75 +1,23 @@
-"""Build the toy world: data splits and the three warmed-up models (``graft toy build``)."""
+"""Build a toy model from scratch: its warm-up examples, a tokenizer and a model trained on them (``graft toy model``
+where no shipped model matches; graft.toy.world decides)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import random
 import time
 from pathlib import Path
 
 import torch
 
-from graft.config import ModelSpec, RunConfig, ToySpec
+from graft.config import ModelSpec, ToySpec
 from graft.engine.policy import Policy
 from graft.engine.prompts import prompt_format
-from graft.errors import ConfigError
-from graft.results import begin_dir, commit_dir, write_text
+from graft.results import begin_dir, commit_dir
 from graft.seeding import derive
 from graft.toy.dialect import draw, write
 from graft.toy.models import ToyArch, build_model, build_tokenizer, save
-from graft.toy.shipped import SHIPPED_ROOT, build_settings, choose, copy_shipped, read_manifest
-from graft.toy.task import FAMILIES, ToyProblem, make_splits, slipped_solution
+from graft.toy.task import FAMILIES, ToyProblem, slipped_solution
 from graft.toy.warmup import warm_up
-
-
-def _write_jsonl(path: Path, problems: list[ToyProblem]) -> None:
-    write_text(path, "".join(json.dumps(p.to_json()) + "\n" for p in problems))
-
-
-def write_data(spec: ToySpec, out: Path) -> dict[str, int]:
-    """Under ``out``: warmup.jsonl (the whole train split, where warm-up examples come from), train.jsonl (the RL
-    prompts: ``train_per_family`` of each family from the train split), validation.jsonl and test/<family>.jsonl.
-    Returns the split sizes."""
-    families = tuple(spec.families)
-    splits = make_splits(
-        spec.seed, spec.test_per_family, spec.validation_per_family, spec.level2_share, families, spec.min_slip_points
-    )
-    rng = random.Random(spec.seed)
-    prompts = []
-    for family in families:
-        pool = [p for p in splits.train if p.family == family]
-        prompts += rng.sample(pool, min(spec.train_per_family, len(pool)))
-    rng.shuffle(prompts)
-    _write_jsonl(out / "warmup.jsonl", splits.train)
-    _write_jsonl(out / "train.jsonl", prompts)
-    _write_jsonl(out / "validation.jsonl", splits.validation)
-    for family, problems in splits.test.items():
-        _write_jsonl(out / "test" / f"{family}.jsonl", problems)
-    return {
-        "warmup_pool": len(splits.train),
-        "train": len(prompts),
-        "validation": len(splits.validation),
-        "test_per_family": spec.test_per_family,
-    }
-
-
-def read_problems(path: Path) -> list[ToyProblem]:
-    """The toy problems of a file ``graft toy data`` wrote; ConfigError in one line naming the first bad line."""
-    fields = ", ".join(f.name for f in dataclasses.fields(ToyProblem))
-    problems = []
-    for number, line in enumerate(path.read_text().split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            problems.append(ToyProblem(**json.loads(line)))
-        except (ValueError, TypeError):
-            raise ConfigError(
-                f"{str(path)!r} line {number} is not a toy problem: expected a JSON object with {fields}, as "
-                "`graft toy data` writes (remove the toy data directory's files to have them written again)"
-            ) from None
-    return problems
-
 
 SLIP_VARIANTS = 8
 
@@ -141,47 +89,3 @@ def build_toy_model(
         "seconds": round(time.perf_counter() - start, 1),
         "threads": torch.get_num_threads(),
     }
-
-
-def build_world(
-    config: RunConfig, what: str, root: Path, name: str | None = None, log=None, shipped_root: Path = SHIPPED_ROOT
-) -> dict:
-    """``graft toy data|model|build``: the task's splits under ``root/data`` and/or warmed-up models under
-    ``root/models/<name>`` (one named model, or every toy model for ``build``): each model copied from
-    ``shipped_root`` where its settings equal a shipped model's (graft.toy.shipped.choose), else built.
-    ``log(event, **fields)`` reports progress and where each model came from. Returns a summary per part."""
-    if config.toy is None:
-        raise ConfigError("toy: this config has no 'toy:' section to build from")
-    toy = config.toy
-    if what == "model" and name not in toy.models:
-        raise ConfigError(f"--name: unknown toy model {name!r}; toy models: {', '.join(toy.models)}")
-    names = [name] if what == "model" else list(toy.models)
-    log = log or (lambda event, **fields: None)
-    summary: dict = {}
-    if what in ("data", "build"):
-        summary["data"] = write_data(toy, root / "data")
-        log("toy_data", **summary["data"])
-    if what in ("model", "build"):
-        warmup_file = root / "data" / "warmup.jsonl"
-        if not warmup_file.is_file():
-            raise ConfigError(f"toy model: {str(warmup_file)!r} is missing; run 'graft toy data' first")
-        warmup = read_problems(warmup_file)
-        for model in names:
-            settings = build_settings(config, model, warmup_file, torch.get_num_threads())
-            directory, why = choose(config, model, settings, shipped_root)
-            if directory is not None:
-                start = time.perf_counter()
-                copy_shipped(directory, read_manifest(shipped_root)["models"][model]["files"], root / "models" / model)
-                info = {"model": model, "shipped": str(directory), "why": why}
-                summary[model] = {**info, "seconds": round(time.perf_counter() - start, 1)}
-                log("toy_model_shipped", **summary[model])
-                continue
-            log("toy_model_build", model=model, why=why)
-            of = toy.models[model].steps
-            progress = lambda step, loss, model=model, of=of: log(  # noqa: E731
-                "warmup", model=model, step=step, of=of, loss=round(loss, 4)
-            )
-            info = build_toy_model(model, toy, config.models[model], warmup, root / "models" / model, progress)
-            summary[model] = info
-            log("toy_model", **info)
-    return summary

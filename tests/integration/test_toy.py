@@ -162,7 +162,8 @@ def test_a_world_with_mismatch_chat_prompts_and_a_llama_model_builds(tiny_toy, t
     warmed up through a chat template, one of them a Llama decoder: the build completes, each model's warm-up
     solutions are in its dialect (up to the exposure to the other), and the chat model's saved prompt format is the
     one its warm-up used."""
-    from graft.toy.build import read_problems, warmup_examples
+    from graft.toy.build import warmup_examples
+    from graft.toy.data import read_problems
 
     config = yaml.safe_load(tiny_toy.read_text())
     config["results"] = str(tmp_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers.run_dirs import tree_digest
 
 from graft.cli import main
-from graft.eval.evaluate import checkpoint_sha256
+from graft.eval.matching import checkpoint_sha256
 from graft.results import RunDir, eval_file
 from graft.train.checkpoint import write_manifest
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.errors import ConfigError
-from graft.toy.build import read_problems
+from graft.toy.data import read_problems
 from graft.toy.task import ToyProblem
 
 PROBLEM = ToyProblem(id="add-1-2", family="add", level=1, problem="1+2", answer="3", solution="1+2=3")

@@ -4,6 +4,8 @@ files have their recorded digests; any other setting builds, a damaged file is r
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,6 @@ from graft.config import load_config
 from graft.errors import ConfigError
 from graft.numerics import PIN_VARIABLE
 from graft.toy import build as toy_build
-from graft.toy.build import build_world
 from graft.toy.shipped import (
     MANIFEST,
     SHIPPED_ROOT,
@@ -22,6 +23,7 @@ from graft.toy.shipped import (
     settings_digest,
     sha256_file,
 )
+from graft.toy.world import build_world
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT = ROOT / "config" / "config.yaml"
@@ -63,12 +65,26 @@ def test_equal_settings_copy_the_shipped_model_without_a_warm_up(tmp_path, monke
         raise AssertionError("a shipped model was warmed up")
 
     monkeypatch.setattr(toy_build, "build_toy_model", no_warm_up)
-    monkeypatch.setattr(toy_build.torch, "get_num_threads", lambda: 1)
     events = []
-    summary = build_world(_config(), "model", toy, "smol", lambda e, **f: events.append(e), shipped_root=shipped)
+    log = lambda e, **f: events.append(e)  # noqa: E731
+    summary = build_world(_config(), "model", toy, "smol", log, shipped_root=shipped, threads=1)
     for name in ("model.safetensors", "tokenizer.json", "config.json"):
         assert (toy / "models" / "smol" / name).read_bytes() == (shipped / "smol" / name).read_bytes()
     assert summary["smol"]["shipped"] == str(shipped / "smol") and events == ["toy_model_shipped"]
+
+
+def test_copying_a_shipped_model_does_not_load_torch(tmp_path):
+    """The workflow's toy_model jobs of the main job copy: they take about a second where loading torch took four."""
+    toy, shipped = _world(tmp_path)
+    script = (
+        "import sys; from pathlib import Path; from graft.config import load_config; "
+        "from graft.toy.world import build_world; "
+        f"build_world(load_config({str(DEFAULT)!r}), 'model', Path({str(toy)!r}), 'smol', "
+        f"shipped_root=Path({str(shipped)!r}), threads=1); "
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]" and (toy / "models" / "smol" / "model.safetensors").read_bytes() == b"weights"
 
 
 @pytest.mark.parametrize(
