@@ -9,6 +9,11 @@ Slurm job id (so two jobs sharing a node do not collide), and number the nodes a
 graft.planning.launch --nodes N --processes P -- train ...`` with N > 1 outside a Slurm job says so in one line and
 starts nothing. Either torchrun lets its processes save for ``STOP_GRACE_S`` after passing them SIGTERM
 (graft.train.stop).
+
+torchrun runs inside this module's process, so that the job's status says what its processes said: torchrun itself
+exits 1 for any failure, which would make a stopped job (graft.train.stop's ``EX_TEMPFAIL``: saved, resumes) look
+like one that failed, and the last attempt of a preempted cell be recorded as failed for good
+(graft.workflow.failures).
 """
 
 from __future__ import annotations
@@ -60,11 +65,11 @@ def rendezvous_port(job_id: str) -> int:
     return first + int(job_id) % count
 
 
-def torchrun_command(
+def torchrun_args(
     nodes: int, processes: int, args: list[str], head: str = "", job_id: str = "", is_host: bool = False
 ) -> list[str]:
-    """One node's torchrun: standalone on a single node; of a multi-node job, c10d rendezvous at ``head`` with the
-    job id as the rendezvous id, ``is_host`` on the node whose task hosts the store."""
+    """One node's torchrun arguments: standalone on a single node; of a multi-node job, c10d rendezvous at
+    ``head`` with the job id as the rendezvous id, ``is_host`` on the node whose task hosts the store."""
     if nodes == 1:
         rendezvous = ["--standalone"]
     else:
@@ -76,15 +81,42 @@ def torchrun_command(
             f"--rdzv-conf=is_host={int(is_host)}",
         ]
     return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
         *rendezvous,
         f"--nproc-per-node={processes}",
         "-m",
         "graft.cli",
         *args,
     ]
+
+
+def job_status(exit_codes: list[int]) -> int:
+    """A training job's status from the exit codes of its processes that failed, first observed first: a stop's
+    (``os.EX_TEMPFAIL``, graft.train.stop.EXIT_CODE) where the first stopped and the rest stopped too or ended by a
+    signal (torchrun ends the others once one fails), else 1, as torchrun's own."""
+    stop = os.EX_TEMPFAIL
+    if exit_codes and exit_codes[0] == stop and all(code == stop or code < 0 for code in exit_codes[1:]):
+        return stop
+    return 1
+
+
+def run_torchrun(args: list[str]) -> int:
+    """torchrun with ``args`` in this process; returns the job's status (``job_status``). A signal to torchrun (Slurm's
+    SIGTERM at a time limit or a preemption, which its processes get too) is a stop: torchrun passes it on and waits
+    ``STOP_GRACE_S`` for them to save."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    try:
+        run(parse_args(args))
+    except ChildFailedError as err:
+        print(err.format_msg(), file=sys.stderr)
+        in_order = sorted(err.failures.values(), key=lambda failure: failure.timestamp)
+        return job_status([failure.exitcode for failure in in_order])
+    except SignalException as err:
+        print(f"graft.planning.launch: torchrun stopped by {err.sigval.name}; the job resumes", file=sys.stderr)
+        return os.EX_TEMPFAIL
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,8 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     os.environ.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(STOP_GRACE_S))
     if ns.nodes == 1:
-        command = torchrun_command(1, ns.processes, args)
-        os.execv(command[0], command)
+        raise SystemExit(run_torchrun(torchrun_args(1, ns.processes, args)))
     job_id, nodelist, task = (os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_PROCID"))
     if not job_id or not nodelist or task is None:
         print(
@@ -107,8 +138,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         raise SystemExit(2)
     # srun puts task 0 on the job's first node: that task hosts the store the others reach there
-    command = torchrun_command(ns.nodes, ns.processes, args, first_node(nodelist), job_id, is_host=task == "0")
-    os.execv(command[0], command)
+    node_args = torchrun_args(ns.nodes, ns.processes, args, first_node(nodelist), job_id, is_host=task == "0")
+    raise SystemExit(run_torchrun(node_args))
 
 
 if __name__ == "__main__":

@@ -427,7 +427,7 @@ def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_re
         time.sleep(0.01)
     rank1 = next(pid for pid in children(job.pid) if "RANK=1" in Path(f"/proc/{pid}/environ").read_text().split("\0"))
     os.kill(rank1, signal.SIGURG)
-    assert job.wait(timeout=300) != 0
+    assert job.wait(timeout=300) == os.EX_TEMPFAIL  # a stop, not a failure (graft.workflow.failures)
     err = log.read_text()
     stopped = [json.loads(line) for line in err.splitlines() if '"event": "stopped"' in line]
     assert len(stopped) == 1 and "by a signal to another process" in stopped[0]["reason"], err[-3000:]
@@ -436,6 +436,47 @@ def test_a_stop_signal_to_one_process_stops_the_job_at_one_step_and_the_rerun_re
     assert next_step == stopped[0]["next_step"] < 6 and not RunDir(out).checkpoints()
     assert {r["step"] for r in _metrics_without_timings(out)} == set(range(next_step))
     _assert_resumes_to_the_whole_run(path, out, whole)
+
+
+def _launch(tmp_path: Path, worker: str, signal_after: float | None = None) -> subprocess.CompletedProcess:
+    """The training rule's launcher (graft.planning.launch.run_torchrun) running ``worker`` (Python source; RANK
+    set) on two processes; ``signal_after``: SIGTERM to the launcher that many seconds after both have started."""
+    import signal
+    import time
+
+    script = tmp_path / "worker.py"
+    script.write_text("import os, signal, sys, time\nrank = int(os.environ['RANK'])\n" + worker)
+    call = "from graft.planning.launch import run_torchrun as r; raise SystemExit(r({!r}))"
+    args = ["--standalone", "--nproc-per-node=2", str(script)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "30"}
+    job = subprocess.Popen([sys.executable, "-c", call.format(args)], env=env, stderr=subprocess.PIPE, text=True)
+    if signal_after is not None:
+        deadline = time.monotonic() + 120
+        while len(children(job.pid)) < 2:
+            assert job.poll() is None and time.monotonic() < deadline, "the processes did not start"
+            time.sleep(0.05)
+        time.sleep(signal_after)
+        job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=300)
+    return subprocess.CompletedProcess(job.args, job.returncode, "", err)
+
+
+def test_the_launcher_passes_a_stop_on_where_torchrun_itself_would_exit_1(tmp_path):
+    """graft.train.stop's EX_TEMPFAIL (saved, resumes) reaches the rule's shell, which records only other failures
+    as failed for good (graft.workflow.failures): every process stopped, or one stopped and torchrun ended the
+    other, or torchrun itself got Slurm's SIGTERM; any other failure is 1, as torchrun's own."""
+    stop = f"sys.exit({os.EX_TEMPFAIL})"
+    every = _launch(tmp_path, stop + "\n")
+    assert every.returncode == os.EX_TEMPFAIL, every.stderr[-3000:]
+    one = _launch(tmp_path, f"if rank == 0:\n    {stop}\ntime.sleep(120)\n")
+    assert one.returncode == os.EX_TEMPFAIL, one.stderr[-3000:]
+    failed = _launch(tmp_path, f"time.sleep(rank)\nsys.exit({os.EX_TEMPFAIL} if rank else 3)\n")
+    assert failed.returncode == 1 and "exitcode  : 3" in failed.stderr, failed.stderr[-3000:]
+    # a worker that saves on SIGTERM, as graft train does; torchrun passes the signal on
+    saving = f"signal.signal(signal.SIGTERM, lambda *a: sys.exit({os.EX_TEMPFAIL}))\ntime.sleep(120)\n"
+    signalled = _launch(tmp_path, saving, signal_after=1.0)
+    assert signalled.returncode == os.EX_TEMPFAIL, signalled.stderr[-3000:]
+    assert "torchrun stopped by SIGTERM" in signalled.stderr
 
 
 def test_hugging_face_rollouts_seeded_per_prompt_sample_alike_on_one_process_and_two(forced_world, tmp_path):

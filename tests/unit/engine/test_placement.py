@@ -4,6 +4,7 @@ and what the placement does to graft plan's memory and job lengths."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,11 @@ from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
 from graft.errors import ConfigError
 from graft.planning.job_lengths import job_kinds
-from graft.planning.launch import RENDEZVOUS_PORTS, rendezvous_port, torchrun_command, train_launcher
+from graft.planning.launch import RENDEZVOUS_PORTS, job_status, rendezvous_port, torchrun_args, train_launcher
 from graft.planning.launch import main as launch_main
 from graft.planning.memory import GB, NCCL_COMMUNICATOR_BYTES, cell_phases, shards_per_model
 from graft.planning.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
+from graft.train.stop import EXIT_CODE
 from graft.train.trainer import job_gpus
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,7 +50,7 @@ def test_launchers_for_one_process_one_node_and_several_nodes():
     cfg = _config("config/paper.yaml")
     assert train_launcher(dataclasses.replace(cfg.scale, processes=1)) == "graft"
     assert train_launcher(cfg.scale) == "python -m graft.planning.launch --nodes 1 --processes 4 --"
-    assert torchrun_command(1, 4, ["train"])[3:] == ["--standalone", "--nproc-per-node=4", "-m", "graft.cli", "train"]
+    assert torchrun_args(1, 4, ["train"]) == ["--standalone", "--nproc-per-node=4", "-m", "graft.cli", "train"]
     # several nodes: one task per node with the CPUs sbatch gave each task, which srun no longer takes from the job
     two = dataclasses.replace(cfg.scale, nodes=2)
     assert train_launcher(two, cpus_per_task=64) == (
@@ -58,11 +60,20 @@ def test_launchers_for_one_process_one_node_and_several_nodes():
     # CI's one-node cluster packs the two tasks onto its node
     assert "--nodes 1 --ntasks 2 --ntasks-per-node 2 " in train_launcher(two, 1, allocated_nodes=1)
     args = ["train", "--seed", "0"]
-    host, other = (torchrun_command(2, 4, args, "gpu07", "123456", is_host) for is_host in (True, False))
-    assert host[3:8] == ["--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu07:23456", "--rdzv-id=123456",
+    host, other = (torchrun_args(2, 4, args, "gpu07", "123456", is_host) for is_host in (True, False))
+    assert host[:5] == ["--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=gpu07:23456", "--rdzv-id=123456",
                          "--rdzv-conf=is_host=1"]  # fmt: skip
-    assert other[3:8] == [*host[3:7], "--rdzv-conf=is_host=0"]  # node 0 alone says it hosts the store
+    assert other[:5] == [*host[:4], "--rdzv-conf=is_host=0"]  # node 0 alone says it hosts the store
     assert host[-4:] == ["graft.cli", "train", "--seed", "0"]
+
+
+def test_a_job_whose_first_failed_process_stopped_keeps_the_stop_s_status():
+    """torchrun reports the processes that failed, those it ended with a signal once one had failed among them; the
+    job is a stop where the first stopped and none of the rest failed otherwise."""
+    stop = EXIT_CODE
+    assert stop == os.EX_TEMPFAIL
+    assert job_status([stop]) == job_status([stop, stop]) == job_status([stop, -15, -9]) == stop
+    assert job_status([stop, 1]) == job_status([-15, stop]) == job_status([1, stop]) == job_status([]) == 1
 
 
 def test_the_rendezvous_port_lies_below_the_ephemeral_ports():
