@@ -16,7 +16,12 @@ from graft.config import config_from_dict
 from graft.errors import ConfigError
 from graft.names import NAME_PATTERN
 from graft.planning.data import check_data
-from graft.planning.job_lengths import evaluation_parts, job_hours, job_kinds
+from graft.planning.job_lengths import (
+    evaluation_parts,
+    job_hours,
+    job_kinds,
+    training_work,
+)
 from graft.planning.launch import train_launcher
 from graft.planning.plan import (
     base_seeds,
@@ -93,6 +98,11 @@ try:
 except ConfigError as err:
     sys.exit(f"graft: error: {err}")
 IN_FLIGHT, DISK_TURN = disk_turns(CFG, list(CELLS.values()), FAILED)
+# Snakemake's job priorities, higher first: training jobs by their work, so that the longest start first and short
+# jobs fill the end (graft.planning.job_lengths.training_work); the jobs that finish a trained cell (its evaluations,
+# its pruning) before any training job, since pruning frees the disk that cells behind it wait for
+TRAIN_WORK = training_work(CFG, list(CELLS.values()))
+FINISHING = 1 + max(TRAIN_WORK.values(), default=0)
 TOY = CFG.toy is not None
 # Training and evaluation of real models run on GPUs: their conda environment takes the CUDA build of torch.
 COMPUTE_ENV = "../envs/graft.yaml" if TOY else "../envs/graft-gpu.yaml"

@@ -37,6 +37,7 @@ if not EVAL_IN_TRAIN:
             directory(EVAL_PART_DIR),
         log:
             f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}/part{{part}}.log",
+        priority: FINISHING
         conda:
             COMPUTE_ENV
         threads: CFG.workflow.threads
@@ -67,6 +68,7 @@ if not EVAL_IN_TRAIN:
             directory(EVAL_DIR),
         log:
             f"{R}/logs/eval/{{method}}/{{cell}}/seed{{seed}}/collect.log",
+        priority: FINISHING
         conda:
             "../envs/graft.yaml"
         shell:
@@ -86,6 +88,7 @@ if SELECTION_RUNS:
             directory(SELECTED_DIR),
         log:
             f"{R}/logs/eval_selected/{{method}}/{{cell}}/seed{{seed}}.log",
+        priority: FINISHING
         conda:
             COMPUTE_ENV
         threads: CFG.workflow.threads

@@ -16,6 +16,7 @@ rule prune_checkpoints:
         str(RUN.pruned),
     log:
         f"{R}/logs/prune/{{method}}/{{cell}}/seed{{seed}}.log",
+    priority: FINISHING
     conda:
         "../envs/graft.yaml"
     params:

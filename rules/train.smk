@@ -11,6 +11,7 @@ rule train:
         done=str(RUN.done),
     log:
         f"{R}/logs/train/{{method}}/{{cell}}/seed{{seed}}.log",
+    priority: lambda wc: TRAIN_WORK[cell_key(wc)]
     conda:
         COMPUTE_ENV
     threads: CFG.workflow.threads

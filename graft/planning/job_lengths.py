@@ -16,7 +16,8 @@ from graft.config import RunConfig
 from graft.data.benchmarks import DATASET_SIZES
 from graft.data.problems import record_count
 from graft.errors import ConfigError
-from graft.planning.step_time import cell_steps, gpu_rates, step_seconds, tokens_scale
+from graft.methods import get_method
+from graft.planning.step_time import cell_steps, gpu_rates, recomputes, step_rows, step_seconds, tokens_scale
 from graft.typed_config import load_yaml
 
 
@@ -110,6 +111,22 @@ def job_hours(cfg: RunConfig, cells, steps: list[int]) -> dict[str, dict[tuple, 
             (c.method, c.cell, c.seed): cell_eval(c, cfg.eval.selection_runs) for c in cells
         }
     return hours
+
+
+def training_work(cfg: RunConfig, cells) -> dict[tuple, int]:
+    """Each training job's work, by (method, cell, seed): the rows its models sample, score and train on over the
+    run (graft.planning.step_time.step_rows, times ``train.steps``). It ranks the jobs where no step time is
+    predicted (CPU jobs) as where one is: the workflow starts the longest first, so that short jobs fill the end
+    rather than one long job running alone there."""
+    train = cfg.train
+
+    def work(cell) -> int:
+        rows = step_rows(
+            get_method(cell.method, cfg.methods), train.prompts_per_step, cfg.workflow.exchange_share, recomputes(cfg)
+        )
+        return round(train.steps * len(cell.models) * (rows.generated + rows.scored + rows.trained))
+
+    return {(c.method, c.cell, c.seed): work(c) for c in cells}
 
 
 def job_kinds(

@@ -75,6 +75,12 @@ class StepRows:
     """Rows the update trains on."""
 
 
+def recomputes(cfg: RunConfig) -> bool:
+    """Whether the update scores a model's own responses again before it trains on them (``train.old_logprobs``)."""
+    old = cfg.train.old_logprobs
+    return old == "recompute" or (old == "auto" and cfg.scale.rollout == "vllm")
+
+
 def step_rows(method: Method, prompts: int, exchange_share: float, recompute: bool) -> StepRows:
     """A method's rows per model and step. ``exchange_share``: the share of a step's prompts on which a receiver
     takes a peer's responses under a selective rule (GRAFT's complementary groups, SGT's failures); HACPO's rule
@@ -238,8 +244,7 @@ def preset_steps(
     sizes or its ``workflow.rollout_tokens_per_s``, scaled to the jobs' GPU)."""
     w, train, scale = cfg.workflow, cfg.train, cfg.scale
     gpus = scale.processes * scale.nodes // model_groups(placement, len(models))
-    recompute = train.old_logprobs == "recompute" or (train.old_logprobs == "auto" and scale.rollout == "vllm")
-    rows = step_rows(method, train.prompts_per_step, w.exchange_share, recompute)
+    rows = step_rows(method, train.prompts_per_step, w.exchange_share, recomputes(cfg))
     prompt = w.mean_prompt_tokens or train.max_prompt_tokens
     response = w.mean_response_tokens or train.max_response_tokens
     steps = []

@@ -20,6 +20,7 @@ from graft.planning.job_lengths import (
     job_lines,
     problem_count,
     profile_runtimes,
+    training_work,
 )
 from graft.planning.plan import base_evaluations, checkpoint_steps, describe, training_cells
 from graft.planning.step_time import cell_steps, gpu_rates, step_seconds
@@ -132,3 +133,17 @@ def test_job_lines_without_figures_say_what_is_missing():
     lines = job_lines(kinds, None, None)
     assert "no Slurm profile read" in lines[0]
     assert lines[-1] == "GPU-hours: training ?, evaluation ?, re-evaluation ?"
+
+
+def test_a_training_job_s_work_is_the_rows_its_models_sample_score_and_train_on():
+    """Worked by hand for the default: GRPO n=8 samples and trains on 8 rows a prompt; GRAFT's receiver also scores
+    a peer's group on exchange_share of its prompts and trains on it in place of its own, on each of two models; a
+    group of n=32 four times GRPO n=8's rows."""
+    cfg = load_config("config/config.yaml")
+    work = training_work(cfg, training_cells(cfg))
+    steps, prompts, share = cfg.train.steps, cfg.train.prompts_per_step, cfg.workflow.exchange_share
+    assert work[("grpo_n8", "smol", 0)] == steps * (8 * prompts + 8 * prompts)
+    assert work[("graft", "P1", 0)] == round(steps * 2 * (8 * prompts + 8 * share * prompts + 8 * prompts))
+    assert work[("grpo_n32", "smol", 0)] == 4 * work[("grpo_n8", "smol", 0)]
+    # the order the workflow starts them in: the pair's co-training before either model's GRPO
+    assert work[("graft", "P1", 0)] > work[("grpo_n8", "qwen", 0)] == work[("grpo_n8", "smol", 0)]
