@@ -7,19 +7,21 @@ which starts that node's ``torchrun``; the torchruns meet by c10d rendezvous at 
 says that it hosts the rendezvous store (rather than each guessing from host names), on a port derived from the
 Slurm job id (so two jobs sharing a node do not collide), and number the nodes among themselves. ``python -m
 graft.planning.launch --nodes N --processes P -- train ...`` with N > 1 outside a Slurm job says so in one line and
-starts nothing. Either torchrun lets its processes save for ``STOP_GRACE_S`` after passing them SIGTERM
+starts nothing. Either torchrun, on a signal, passes it to its processes and lets them save for ``STOP_GRACE_S``
 (graft.train.stop).
 
 torchrun runs inside this module's process, so that the job's status says what its processes said: torchrun itself
 exits 1 for any failure, which would make a stopped job (graft.train.stop's ``EX_TEMPFAIL``: saved, resumes) look
 like one that failed, and the last attempt of a preempted cell be recorded as failed for good
-(graft.workflow.failures).
+(graft.workflow.failures). A failure exits ``FAILED``, above a stop's status, so that srun, which reports the
+highest status of its tasks, reports a node that failed over one that stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 
@@ -35,6 +37,12 @@ STOP_GRACE_S = 600
 """How long torchrun waits for its processes to save and exit after it has passed them SIGTERM before it kills them
 (torch's default, 30 s, is short of a checkpoint at the paper's scale; ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` in the
 environment overrides it). Slurm's own grace after a SIGTERM (a partition's GraceTime, KillWait) bounds it too."""
+
+
+FAILED = 100
+"""A job's status where a process failed: above a stop's (``os.EX_TEMPFAIL``, 75), so that srun, which reports the
+highest exit status of a job's tasks, does not report a stop where one node failed and srun ended the others; below
+the statuses of a death by signal (128 and up)."""
 
 
 def train_launcher(scale: ScaleSpec, cpus_per_task: int = 1, allocated_nodes: int | None = None) -> str:
@@ -92,34 +100,46 @@ def torchrun_args(
 def job_status(exit_codes: list[int]) -> int:
     """A training job's status from the exit codes of its processes that failed, first observed first: a stop's
     (``os.EX_TEMPFAIL``, graft.train.stop.EXIT_CODE) where the first stopped and the rest stopped too or ended by a
-    signal (torchrun ends the others once one fails), else 1, as torchrun's own."""
+    signal (torchrun ends the others once one fails), else ``FAILED``."""
     stop = os.EX_TEMPFAIL
     if exit_codes and exit_codes[0] == stop and all(code == stop or code < 0 for code in exit_codes[1:]):
         return stop
-    return 1
+    return FAILED
 
 
 def run_torchrun(args: list[str]) -> int:
-    """torchrun with ``args`` in this process; returns the job's status (``job_status``). A signal to torchrun (Slurm's
-    SIGTERM at a time limit or a preemption, which its processes get too) is a stop: torchrun passes it on and waits
-    ``STOP_GRACE_S`` for them to save."""
+    """torchrun with ``args`` in this process (under torch's ``record``, as ``torchrun`` runs); returns the job's
+    status (``job_status``). A signal to torchrun (Slurm's SIGTERM at a time limit or a preemption, which its
+    processes get too) is a stop: torchrun passes it on and waits ``STOP_GRACE_S`` for them to save."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
     from torch.distributed.run import parse_args, run
 
     try:
-        run(parse_args(args))
+        record(run)(parse_args(args))
     except ChildFailedError as err:
         print(err.format_msg(), file=sys.stderr)
         in_order = sorted(err.failures.values(), key=lambda failure: failure.timestamp)
         return job_status([failure.exitcode for failure in in_order])
     except SignalException as err:
-        print(f"graft.planning.launch: torchrun stopped by {err.sigval.name}; the job resumes", file=sys.stderr)
+        print(
+            f"graft.planning.launch: torchrun stopped by {err.sigval.name}, passed to its processes to save; a "
+            "retry resumes from the newest checkpoint",
+            file=sys.stderr,
+        )
         return os.EX_TEMPFAIL
     return 0
 
 
+def _stopped_before_start(signum, frame) -> None:
+    """SIGTERM before torchrun has started the processes (loading torch, a multi-node rendezvous): nothing to save,
+    a stop all the same; torchrun installs its own handler as it starts them."""
+    print(f"graft.planning.launch: {signal.Signals(signum).name} before the processes started", file=sys.stderr)
+    os._exit(os.EX_TEMPFAIL)
+
+
 def main(argv: list[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _stopped_before_start)
     parser = argparse.ArgumentParser(description="A node's torchrun of a training job (under srun with several).")
     parser.add_argument("--nodes", type=int, required=True)
     parser.add_argument("--processes", type=int, required=True)

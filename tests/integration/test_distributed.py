@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graft.engine.trajectory import Trajectory
+from graft.planning.launch import FAILED
 from graft.train.update import UpdateSettings, minibatch_update, plan_micro_batches
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -464,14 +465,15 @@ def _launch(tmp_path: Path, worker: str, signal_after: float | None = None) -> s
 def test_the_launcher_passes_a_stop_on_where_torchrun_itself_would_exit_1(tmp_path):
     """graft.train.stop's EX_TEMPFAIL (saved, resumes) reaches the rule's shell, which records only other failures
     as failed for good (graft.workflow.failures): every process stopped, or one stopped and torchrun ended the
-    other, or torchrun itself got Slurm's SIGTERM; any other failure is 1, as torchrun's own."""
+    other, or torchrun itself got Slurm's SIGTERM; any other failure is FAILED, above it (srun reports the highest
+    status of its tasks)."""
     stop = f"sys.exit({os.EX_TEMPFAIL})"
     every = _launch(tmp_path, stop + "\n")
     assert every.returncode == os.EX_TEMPFAIL, every.stderr[-3000:]
     one = _launch(tmp_path, f"if rank == 0:\n    {stop}\ntime.sleep(120)\n")
     assert one.returncode == os.EX_TEMPFAIL, one.stderr[-3000:]
     failed = _launch(tmp_path, f"time.sleep(rank)\nsys.exit({os.EX_TEMPFAIL} if rank else 3)\n")
-    assert failed.returncode == 1 and "exitcode  : 3" in failed.stderr, failed.stderr[-3000:]
+    assert failed.returncode == FAILED > os.EX_TEMPFAIL and "exitcode  : 3" in failed.stderr, failed.stderr[-3000:]
     # a worker that saves on SIGTERM, as graft train does; torchrun passes the signal on
     saving = f"signal.signal(signal.SIGTERM, lambda *a: sys.exit({os.EX_TEMPFAIL}))\ntime.sleep(120)\n"
     signalled = _launch(tmp_path, saving, signal_after=1.0)

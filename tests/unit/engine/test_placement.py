@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from graft.engine.distributed import SINGLE, World
 from graft.engine.placement import place
 from graft.errors import ConfigError
 from graft.planning.job_lengths import job_kinds
-from graft.planning.launch import RENDEZVOUS_PORTS, job_status, rendezvous_port, torchrun_args, train_launcher
+from graft.planning.launch import FAILED, RENDEZVOUS_PORTS, job_status, rendezvous_port, torchrun_args, train_launcher
 from graft.planning.launch import main as launch_main
 from graft.planning.memory import GB, NCCL_COMMUNICATOR_BYTES, cell_phases, shards_per_model
 from graft.planning.plan import base_evaluations, check_memory, checkpoint_steps, training_cells
@@ -73,7 +75,24 @@ def test_a_job_whose_first_failed_process_stopped_keeps_the_stop_s_status():
     stop = EXIT_CODE
     assert stop == os.EX_TEMPFAIL
     assert job_status([stop]) == job_status([stop, stop]) == job_status([stop, -15, -9]) == stop
-    assert job_status([stop, 1]) == job_status([-15, stop]) == job_status([1, stop]) == job_status([]) == 1
+    assert job_status([stop, 1]) == job_status([-15, stop]) == job_status([1, stop]) == job_status([]) == FAILED
+    assert stop < FAILED < 128  # srun's highest status: a failed node outranks a stopped one, a signal both
+
+
+def test_a_sigterm_before_torchrun_starts_the_processes_is_a_stop():
+    """Slurm's SIGTERM while the launcher loads torch or waits at a multi-node rendezvous: nothing to save, and the
+    job's status is a stop's, not a death by signal that the last attempt would record as failed for good."""
+    script = (
+        "import os, signal, time\n"
+        "from graft.planning import launch\n"
+        "def starting(args):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "launch.run_torchrun = starting\n"
+        "launch.main(['--nodes', '1', '--processes', '2', '--', 'train'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == os.EX_TEMPFAIL and "SIGTERM before the processes started" in done.stderr, done.stderr
 
 
 def test_the_rendezvous_port_lies_below_the_ephemeral_ports():
