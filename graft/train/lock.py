@@ -87,6 +87,27 @@ JobQuery = Callable[[str, str | None], str | None]
 ``CANCELLED by 123``), ``""`` for a job it does not list, None when it cannot be asked."""
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def machine() -> dict[str, str | None]:
+    """This machine as a lock or a workflow's record names it: its host name and, on Linux, its boot's id. Short host
+    names repeat across clusters that share a file system, and a rebooted node reuses pids; the boot id tells both
+    apart."""
+    try:
+        boot = BOOT_ID.read_text().strip() or None
+    except OSError:
+        boot = None
+    return {"host": socket.gethostname(), "boot_id": boot}
+
+
+def on_this_machine(record: dict, me: dict) -> bool:
+    """Whether the process ``record`` names ran on machine ``me`` (``machine``) in its present boot, where its pid can
+    be looked up: the same host name and, where both record one, the same boot id."""
+    theirs, mine = record.get("boot_id"), me.get("boot_id")
+    return record.get("host") == me["host"] and (theirs is None or mine is None or theirs == mine)
+
+
 def pid_exists(pid: int) -> bool:
     """Whether a process of this id exists on this host (under any user)."""
     try:
@@ -180,7 +201,7 @@ class RunLock:
         self.sync_dir = sync_dir
         job, restart = this_job_run()
         self.me = {
-            "host": socket.gethostname(),
+            **machine(),
             "pid": os.getpid(),
             "slurm_job": job,
             "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME") if job else None,
@@ -237,7 +258,7 @@ class RunLock:
         return holder if isinstance(holder, dict) and {"host", "pid", "started"} <= holder.keys() else None
 
     def _judge(self, holder: dict) -> _Verdict:
-        here = holder["host"] == self.me["host"]
+        here = on_this_machine(holder, self.me)
         pid, job, restart = int(holder["pid"]), holder.get("slurm_job"), int(holder.get("restart") or 0)
         if here and not pid_exists(pid):
             return _Verdict("take", "that process no longer exists", (job, restart, pid))
@@ -273,7 +294,7 @@ class RunLock:
         if verdict.action == "wait":
             left = self.wait_s - waited
             if left <= 0:
-                here = holder["host"] == self.me["host"]
+                here = on_this_machine(holder, self.me)
                 hint = "stop that run first" if here else "if that run is gone, rerun with --force-unlock"
                 raise Busy(
                     f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why} after {waited:.0f} s of "
@@ -284,7 +305,7 @@ class RunLock:
             self.sleep(delay)
             return waited + delay
         if verdict.action == "refuse":
-            hint = "" if holder["host"] == self.me["host"] else "; if that process is gone, rerun with --force-unlock"
+            hint = "" if on_this_machine(holder, self.me) else "; if that process is gone, rerun with --force-unlock"
             raise Busy(f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why}{hint}")
         print(f"warning: taking over the run lock of {who}: {verdict.why}", file=sys.stderr)
         # rename first: of two processes taking over at once, only one succeeds, the other looks again

@@ -7,15 +7,16 @@ other's training), so it is refused, before any job, in one line naming the runn
 itself in ``<tree>/.workflows/<host>-<pid>.json`` when its jobs start and removes the record when it ends.
 
 A record is taken for a running invocation unless there is evidence that it ended, as for a run lock
-(graft.train.lock): its pid no longer exists on this host, or Slurm reports the job it ran in (a controller job,
-slurm/controller.sbatch) in a terminal state; and, for an invocation through Slurm, none of the jobs it submitted
-is still queued or running (they all bear one name, the executor's run id, which ``squeue --name`` lists), since a
-controller that died leaves its jobs behind. Anything else (another host with no job, a query with no answer)
-keeps the refusal, whose line names the record to remove once that invocation is known to be gone. An invocation
-with the same config is let through while the recorded one runs (its own next round, graft.workflow.rounds) or
-once it has ended; not while only its jobs are left in the queue, which would train beside the new ones: their ids
-are named, to wait for or ``scancel --name``. The controller's Slurm job is read while the workflow is parsed
-(``controller_job``): the Slurm executor drops the SLURM_* variables from the environment before its jobs start.
+(graft.train.lock): its pid no longer exists on this machine in this boot (its host name and boot id), or Slurm
+reports the job it ran in (a controller job, slurm/controller.sbatch) in a terminal state; and, for an invocation
+through Slurm, none of the jobs it submitted is still queued or running (they all bear one name, the executor's run
+id, which ``squeue --name`` lists), since a controller that died leaves its jobs behind. Anything else (another host
+with no job, a query with no answer) keeps the refusal, whose line names the record to remove once that invocation
+is known to be gone. An invocation with the same config is let through while the recorded one runs (its own next
+round, graft.workflow.rounds) or once it has ended; not while only its jobs are left in the queue, which would train
+beside the new ones: their ids are named, to wait for or ``scancel --name``. The controller's Slurm job is read
+while the workflow is parsed (``controller_job``): the Slurm executor drops the SLURM_* variables from the
+environment before its jobs start.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import atexit
 import contextlib
 import json
 import os
-import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -33,7 +33,16 @@ from pathlib import Path
 from graft.engine.slurm_job import this_job_run
 from graft.errors import ConfigError
 from graft.results import write_text
-from graft.train.lock import TERMINAL_JOB_STATES, JobQuery, pid_exists, sacct_state, slurm_lines, squeue_state
+from graft.train.lock import (
+    TERMINAL_JOB_STATES,
+    JobQuery,
+    machine,
+    on_this_machine,
+    pid_exists,
+    sacct_state,
+    slurm_lines,
+    squeue_state,
+)
 
 RECORDS = ".workflows"
 
@@ -93,8 +102,8 @@ def _jobs_left(record: dict, queued: Callable[[str], list[str] | None]) -> bool:
     return bool(run) and queued(run) != []
 
 
-def _process_ended(record: dict, host: str, queries: tuple[JobQuery, ...]) -> bool:
-    if record["host"] == host and not pid_exists(int(record["pid"])):
+def _process_ended(record: dict, me: dict, queries: tuple[JobQuery, ...]) -> bool:
+    if on_this_machine(record, me) and not pid_exists(int(record["pid"])):
         return True
     job = record.get("slurm_job")
     if job is None:
@@ -124,7 +133,7 @@ def conflict(
     invocation (not the record ``mine``) runs jobs on it with another config. With ``tidy``, records of ended
     invocations are removed (a dry run writes nothing)."""
     tree, config = Path(tree), Path(config)
-    host = socket.gethostname()
+    me = machine()
     for path, other in _records(tree):
         if path == mine:
             continue
@@ -133,7 +142,7 @@ def conflict(
                 f"{str(path)!r} is not a workflow's record (expected JSON with host, pid and config); remove it if no "
                 "workflow runs on this tree"
             )
-        if _process_ended(other, host, queries):
+        if _process_ended(other, me, queries):
             if not _jobs_left(other, queued):
                 if tidy:
                     path.unlink(missing_ok=True)
@@ -165,11 +174,11 @@ def start(
     job it submits, None under another executor; ``controller``: the Slurm job it runs in (``controller_job``).
     Records of ended invocations are removed."""
     tree, config = Path(tree), Path(config)
-    host = socket.gethostname()
+    me = machine()
     job, cluster = controller
-    mine = tree / RECORDS / f"{host}-{os.getpid()}.json"
+    mine = tree / RECORDS / f"{me['host']}-{os.getpid()}.json"
     record = {
-        "host": host,
+        **me,
         "pid": os.getpid(),
         "slurm_job": job,
         "slurm_cluster": cluster,

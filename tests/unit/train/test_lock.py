@@ -197,6 +197,22 @@ def test_a_live_holder_on_this_host_is_refused_without_asking_slurm(tmp_path):
     assert sacct.calls == []
 
 
+def test_a_holder_on_another_machine_of_the_same_host_name_is_not_judged_by_its_pid(tmp_path):
+    """Short host names repeat across clusters that share a file system, and a rebooted node reuses pids: a holder
+    recorded in another boot is not this machine's process, so its pid, dead here, proves nothing."""
+    holder = write_lock(tmp_path, socket.gethostname(), dead_pid())
+    holder["boot_id"] = "another-boot"
+    (tmp_path / LOCK_NAME).write_text(json.dumps(holder))
+    sacct = answers("RUNNING")
+    with pytest.raises(ConfigError, match="no Slurm job is recorded"):
+        RunLock(tmp_path, sacct=sacct, squeue=answers(None), sleep=Clock()).acquire()
+    assert holder_of(tmp_path) == holder
+    holder["boot_id"] = lock.machine()["boot_id"]  # this boot: the dead pid decides
+    (tmp_path / LOCK_NAME).write_text(json.dumps(holder))
+    with RunLock(tmp_path, sacct=sacct, squeue=answers(None), sleep=Clock()):
+        assert is_mine(tmp_path) and holder_of(tmp_path)["boot_id"] == lock.machine()["boot_id"]
+
+
 def sync_files(directory, *owners) -> list:
     """One weight-sync file for each (job, restart, pid), named as that process's node_files names them."""
     directory.mkdir(exist_ok=True)

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from graft.errors import ConfigError
+from graft.train.lock import machine
 from graft.workflow.live import CONTROLLER_ENV, RECORDS, conflict, controller_job, start, stop
 
 HOST = socket.gethostname()
@@ -90,6 +91,13 @@ def test_a_workflow_on_another_host_without_a_slurm_job_is_never_taken_for_ended
     # its pid means nothing here, even one that no process of this host has
     _record(tmp_path, "far", config="aaaa.yaml", host="login-other", pid=dead_pid)
     assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=(_answers("COMPLETED"),))
+
+
+def test_a_workflow_recorded_in_another_boot_of_this_host_name_is_not_judged_by_its_pid(tmp_path, dead_pid):
+    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, boot_id="another-boot")
+    assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=())
+    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, boot_id=machine()["boot_id"])
+    assert conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=()) is None
 
 
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"host": "h"}'])
