@@ -88,51 +88,24 @@ JobQuery = Callable[[str, str | None], str | None]
 
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-MACHINE_ID = Path("/etc/machine-id")
-
-
-def _read_id(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
 
 
 def machine() -> dict[str, str | None]:
-    """This machine as a lock or a workflow's record names it: its host name, its machine id (systemd's
-    ``/etc/machine-id``) and, on Linux, its boot's id. Short host names repeat across clusters that share a file
-    system, and a rebooted node reuses pids: the ids tell both apart."""
-    return {"host": socket.gethostname(), "machine_id": _read_id(MACHINE_ID), "boot_id": _read_id(BOOT_ID)}
-
-
-def _booted_at() -> datetime | None:
-    """When this machine booted (``btime`` of /proc/stat), None where it cannot be read."""
+    """This machine as a lock or a workflow's record names it: its host name and, on Linux, its boot's id. Short host
+    names repeat across clusters that share a file system, and a rebooted node reuses pids; the boot id tells both
+    apart."""
     try:
-        line = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-        return datetime.fromtimestamp(int(line.split()[1]), UTC)
-    except (OSError, StopIteration, ValueError):
-        return None
+        boot = BOOT_ID.read_text().strip() or None
+    except OSError:
+        boot = None
+    return {"host": socket.gethostname(), "boot_id": boot}
 
 
-def where_ran(record: dict, me: dict) -> str:
-    """Where the process ``record`` names ran, as seen from machine ``me`` (``machine``): ``"here"``, in this boot,
-    where its pid can be looked up; ``"before_reboot"``, on this machine before it last booted, so it has ended; or
-    ``"elsewhere"``. A record of another boot under this host name is this machine's where both record one machine
-    id and they are equal; without machine ids, where the process started before this machine booted."""
-    if record.get("host") != me["host"]:
-        return "elsewhere"
+def on_this_machine(record: dict, me: dict) -> bool:
+    """Whether the process ``record`` names ran on machine ``me`` (``machine``) in its present boot, where its pid can
+    be looked up: the same host name and, where both record one, the same boot id."""
     theirs, mine = record.get("boot_id"), me.get("boot_id")
-    if theirs is None or mine is None or theirs == mine:
-        return "here"
-    if record.get("machine_id") and me.get("machine_id"):
-        return "before_reboot" if record["machine_id"] == me["machine_id"] else "elsewhere"
-    booted = _booted_at()
-    try:
-        started = datetime.fromisoformat(str(record.get("started")))
-    except ValueError:
-        return "elsewhere"
-    started = started if started.tzinfo else started.replace(tzinfo=UTC)
-    return "before_reboot" if booted is not None and started < booted else "elsewhere"
+    return record.get("host") == me["host"] and (theirs is None or mine is None or theirs == mine)
 
 
 def pid_exists(pid: int) -> bool:
@@ -285,11 +258,8 @@ class RunLock:
         return holder if isinstance(holder, dict) and {"host", "pid", "started"} <= holder.keys() else None
 
     def _judge(self, holder: dict) -> _Verdict:
-        place = where_ran(holder, self.me)
-        here = place == "here"
+        here = on_this_machine(holder, self.me)
         pid, job, restart = int(holder["pid"]), holder.get("slurm_job"), int(holder.get("restart") or 0)
-        if place == "before_reboot":
-            return _Verdict("take", "this machine has booted again since", (job, restart, pid))
         if here and not pid_exists(pid):
             return _Verdict("take", "that process no longer exists", (job, restart, pid))
         cluster = holder.get("slurm_cluster")
@@ -324,7 +294,7 @@ class RunLock:
         if verdict.action == "wait":
             left = self.wait_s - waited
             if left <= 0:
-                here = where_ran(holder, self.me) == "here"
+                here = on_this_machine(holder, self.me)
                 hint = "stop that run first" if here else "if that run is gone, rerun with --force-unlock"
                 raise Busy(
                     f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why} after {waited:.0f} s of "
@@ -335,8 +305,7 @@ class RunLock:
             self.sleep(delay)
             return waited + delay
         if verdict.action == "refuse":
-            here = where_ran(holder, self.me) == "here"
-            hint = "" if here else "; if that process is gone, rerun with --force-unlock"
+            hint = "" if on_this_machine(holder, self.me) else "; if that process is gone, rerun with --force-unlock"
             raise Busy(f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why}{hint}")
         print(f"warning: taking over the run lock of {who}: {verdict.why}", file=sys.stderr)
         # rename first: of two processes taking over at once, only one succeeds, the other looks again

@@ -37,11 +37,11 @@ from graft.train.lock import (
     TERMINAL_JOB_STATES,
     JobQuery,
     machine,
+    on_this_machine,
     pid_exists,
     sacct_state,
     slurm_lines,
     squeue_state,
-    where_ran,
 )
 
 RECORDS = ".workflows"
@@ -103,8 +103,7 @@ def _jobs_left(record: dict, queued: Callable[[str], list[str] | None]) -> bool:
 
 
 def _process_ended(record: dict, me: dict, queries: tuple[JobQuery, ...]) -> bool:
-    place = where_ran(record, me)
-    if place == "before_reboot" or (place == "here" and not pid_exists(int(record["pid"]))):
+    if on_this_machine(record, me) and not pid_exists(int(record["pid"])):
         return True
     job = record.get("slurm_job")
     if job is None:

@@ -93,16 +93,10 @@ def test_a_workflow_on_another_host_without_a_slurm_job_is_never_taken_for_ended
     assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=(_answers("COMPLETED"),))
 
 
-def test_a_workflow_recorded_in_another_boot_of_this_host_name_is_judged_by_its_machine_id(tmp_path):
-    """A live pid of this boot decides nothing for a record of another: ended where this machine has booted since
-    (the same machine id), kept as running where the record is another machine's of the same short name."""
-    me = machine()
-    if me["boot_id"] is None or me["machine_id"] is None:
-        pytest.skip("this machine reports no boot id or machine id")
-    other = dict(config="aaaa.yaml", pid=os.getpid(), boot_id="another-boot")
-    _record(tmp_path, "twin", **other, machine_id="another-machine")
+def test_a_workflow_recorded_in_another_boot_of_this_host_name_is_not_judged_by_its_pid(tmp_path, dead_pid):
+    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, boot_id="another-boot")
     assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=())
-    _record(tmp_path, "twin", **other, machine_id=me["machine_id"])
+    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, boot_id=machine()["boot_id"])
     assert conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=()) is None
 
 
