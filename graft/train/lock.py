@@ -88,24 +88,32 @@ JobQuery = Callable[[str, str | None], str | None]
 
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+PID_NAMESPACE = Path("/proc/self/ns/pid")
 
 
 def machine() -> dict[str, str | None]:
-    """This machine as a lock or a workflow's record names it: its host name and, on Linux, its boot's id. Short host
-    names repeat across clusters that share a file system, and a rebooted node reuses pids; the boot id tells both
-    apart."""
+    """Where this process's pids mean something, as a lock or a workflow's record names it: the host name and, on
+    Linux, the boot's id and the pid namespace. Short host names repeat across clusters that share a file system, a
+    rebooted node reuses pids, and containers on one host share its boot but not its pids; each id tells one apart."""
     try:
         boot = BOOT_ID.read_text().strip() or None
     except OSError:
         boot = None
-    return {"host": socket.gethostname(), "boot_id": boot}
+    try:
+        namespace = str(PID_NAMESPACE.stat().st_ino)
+    except OSError:
+        namespace = None
+    return {"host": socket.gethostname(), "boot_id": boot, "pid_namespace": namespace}
 
 
 def on_this_machine(record: dict, me: dict) -> bool:
-    """Whether the process ``record`` names ran on machine ``me`` (``machine``) in its present boot, where its pid can
-    be looked up: the same host name and, where both record one, the same boot id."""
-    theirs, mine = record.get("boot_id"), me.get("boot_id")
-    return record.get("host") == me["host"] and (theirs is None or mine is None or theirs == mine)
+    """Whether the process ``record`` names ran where ``me`` (``machine``) runs, so that its pid can be looked up:
+    the same host name and, where both record them, the same boot and pid namespace. Anything else is another
+    machine, whose process only Slurm can say has ended (a reboot here is no proof: another machine of the same
+    name looks the same from here)."""
+    if record.get("host") != me["host"]:
+        return False
+    return all(record.get(k) is None or me.get(k) is None or record[k] == me[k] for k in ("boot_id", "pid_namespace"))
 
 
 def pid_exists(pid: int) -> bool:
@@ -305,7 +313,11 @@ class RunLock:
             self.sleep(delay)
             return waited + delay
         if verdict.action == "refuse":
-            hint = "" if on_this_machine(holder, self.me) else "; if that process is gone, rerun with --force-unlock"
+            hint = (
+                ""
+                if on_this_machine(holder, self.me)
+                else f"; if that process is gone, rerun with --force-unlock or remove {str(self.path)!r}"
+            )
             raise Busy(f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why}{hint}")
         print(f"warning: taking over the run lock of {who}: {verdict.why}", file=sys.stderr)
         # rename first: of two processes taking over at once, only one succeeds, the other looks again

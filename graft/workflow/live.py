@@ -4,7 +4,7 @@ Each invocation's jobs read the config snapshot it planned them with (``configs/
 so a later invocation cannot change what a pending job or its retry trains. A later invocation with another config
 on the same tree while jobs run would still mix two configs in one tree (its evaluations and report beside the
 other's training), so it is refused, before any job, in one line naming the running one. Each invocation records
-itself in ``<tree>/.workflows/<host>-<pid>.json`` when its jobs start and removes the record when it ends.
+itself in ``<tree>/.workflows/<host>-<pid>-<token>.json`` when its jobs start and removes the record when it ends.
 
 A record is taken for a running invocation unless there is evidence that it ended, as for a run lock
 (graft.train.lock): its pid no longer exists on this machine in this boot (its host name and boot id), or Slurm
@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -176,7 +177,8 @@ def start(
     tree, config = Path(tree), Path(config)
     me = machine()
     job, cluster = controller
-    mine = tree / RECORDS / f"{me['host']}-{os.getpid()}.json"
+    # a token too: two machines of one host name (another cluster's, a container's) may run the same pid
+    mine = tree / RECORDS / f"{me['host']}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
     record = {
         **me,
         "pid": os.getpid(),

@@ -93,11 +93,26 @@ def test_a_workflow_on_another_host_without_a_slurm_job_is_never_taken_for_ended
     assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=(_answers("COMPLETED"),))
 
 
-def test_a_workflow_recorded_in_another_boot_of_this_host_name_is_not_judged_by_its_pid(tmp_path, dead_pid):
-    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, boot_id="another-boot")
+@pytest.mark.parametrize("field", ["boot_id", "pid_namespace"])
+def test_a_workflow_recorded_in_another_boot_or_pid_namespace_is_not_judged_by_its_pid(tmp_path, dead_pid, field):
+    me = machine()
+    if me[field] is None:
+        pytest.skip(f"this machine reports no {field}")
+    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, **{field: "another"})
     assert "if it is gone, remove" in conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=())
-    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, boot_id=machine()["boot_id"])
+    _record(tmp_path, "twin", config="aaaa.yaml", pid=dead_pid, **{field: me[field]})
     assert conflict(tmp_path, tmp_path / "c" / "bbbb.yaml", queries=()) is None
+
+
+def test_two_workflows_of_one_host_name_and_pid_keep_two_records(tmp_path, monkeypatch):
+    """Another cluster's node of the same name, or a container, may run the same pid: neither record replaces the
+    other, and the first to end removes only its own."""
+    first = start(tmp_path, tmp_path / "configs" / "aaaa.yaml", queries=())
+    second = start(tmp_path, tmp_path / "configs" / "aaaa.yaml", queries=())
+    assert first != second and first.is_file() and second.is_file()
+    stop(first)
+    assert [p.name for p in (tmp_path / RECORDS).iterdir()] == [second.name]
+    stop(second)
 
 
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"host": "h"}'])
