@@ -51,7 +51,7 @@ from graft.workflow.reruns import (
 )
 from graft.planning.site import rule_resources, runtime_asks, stop_lead_seconds
 from graft.planning.turns import failed_cells
-from graft.planning.targets import Invocation, Stage, needed_cells, summary
+from graft.planning.targets import Invocation, Stage, needed_cells, runs_jobs, summary
 from graft.report.build import report_outputs
 from graft.results import ResultsTree, write_text
 from graft.workflow import live
@@ -168,14 +168,66 @@ def cell_eval_dirs(c):
     ]
 
 
+def snakemake_invocation():
+    """What Snakemake was asked (graft.planning.targets.Invocation), where this main process parses the workflow
+    to build its jobs, a dry run's included; None elsewhere (--lint, a job's own process). While the workflow is
+    parsed, workflow.dag_settings holds no targets yet and the executor is set only when the jobs start, so both
+    come from the Snakemake objects that are parsing it: the targets from its DAG API (snakemake.api.DAGApi), the
+    executor, profiles and retries from the arguments of its command line (snakemake.cli.args_to_api's). Under
+    Snakemake's API, with no command line, the executor is unknown."""
+    if not workflow.is_main_process:
+        return None
+    targets = args = None
+    # where Snakemake started, which reads the profiles from there: --directory has changed to the working directory
+    started = Path.cwd()
+    frame = inspect.currentframe()
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if targets is None and type(owner).__name__ == "DAGApi":
+            targets = list(owner.dag_settings.targets or [])
+            handler = owner.workflow_api._workdir_handler
+            started = getattr(handler, "olddir", None) or started
+        if frame.f_code.co_name == "args_to_api":
+            args = frame.f_locals.get("args")
+        frame = frame.f_back
+    if targets is None:
+        return None
+    if args is None:
+        return Invocation(targets, None)
+    from snakemake.cli import get_profile_dir
+
+    found = [
+        get_profile_dir(str(started / name)) or get_profile_dir(name)
+        for name in args.profile or []
+    ]
+    real = [Path(os.path.realpath(f[0])) for f in found if f]
+    here = Path.cwd()
+    profiles = [p.relative_to(here) if p.is_relative_to(here) else p for p in real]
+    return Invocation(
+        targets,
+        args.executor,
+        profiles,
+        args.retries or 0,
+        list(sys.argv),
+        started,
+        runs_jobs(args),
+    )
+
+
+INVOCATION = snakemake_invocation()
+# Whether this invocation plans or runs jobs: not --lint, --unlock, --summary, --report and the like, on which
+# nothing below may act
+PLANS_JOBS = INVOCATION is not None and INVOCATION.runs_jobs
+
+
 # Training runs in the tree made with other settings than this config's (graft.workflow.reruns): the workflow stops
 # before any job, a dry run too, unless workflow.changed_runs says to keep or retrain them.
 CHANGED = changed_runs(CFG, list(CELLS.values()), TREE)
-if CHANGED and CFG.workflow.changed_runs == "stop" and workflow.is_main_process:
+if CHANGED and CFG.workflow.changed_runs == "stop" and PLANS_JOBS:
     sys.exit(changed_runs_message(CHANGED, TREE))
 # retrain: each such run's records and evaluations are moved aside now, before the jobs are planned, so that every
 # one of them trains anew, whatever Snakemake recorded of it (a copied tree has no record); a dry run moves nothing
-if CHANGED and CFG.workflow.changed_runs == "retrain" and workflow.is_main_process:
+if CHANGED and CFG.workflow.changed_runs == "retrain" and PLANS_JOBS:
     # not while a workflow of another config runs jobs on this tree: they may still read these runs
     if not workflow.output_settings.dryrun and (
         problem := live.conflict(TREE.root, RUN_CONFIG)
@@ -367,47 +419,6 @@ def stop_signal():
     }
 
 
-def snakemake_invocation():
-    """What Snakemake was asked (graft.planning.targets.Invocation), where this main process parses the workflow
-    to build its jobs, a dry run's included; None elsewhere (--lint, a job's own process). While the workflow is
-    parsed, workflow.dag_settings holds no targets yet and the executor is set only when the jobs start, so both
-    come from the Snakemake objects that are parsing it: the targets from its DAG API (snakemake.api.DAGApi), the
-    executor, profiles and retries from the arguments of its command line (snakemake.cli.args_to_api's). Under
-    Snakemake's API, with no command line, the executor is unknown."""
-    if not workflow.is_main_process:
-        return None
-    targets = args = None
-    # where Snakemake started, which reads the profiles from there: --directory has changed to the working directory
-    started = Path.cwd()
-    frame = inspect.currentframe()
-    while frame is not None:
-        owner = frame.f_locals.get("self")
-        if targets is None and type(owner).__name__ == "DAGApi":
-            targets = list(owner.dag_settings.targets or [])
-            handler = owner.workflow_api._workdir_handler
-            started = getattr(handler, "olddir", None) or started
-        if frame.f_code.co_name == "args_to_api":
-            args = frame.f_locals.get("args")
-        frame = frame.f_back
-    if targets is None:
-        return None
-    if args is None:
-        return Invocation(targets, None)
-    from snakemake.cli import get_profile_dir
-
-    found = [
-        get_profile_dir(str(started / name)) or get_profile_dir(name)
-        for name in args.profile or []
-    ]
-    real = [Path(os.path.realpath(f[0])) for f in found if f]
-    here = Path.cwd()
-    profiles = [p.relative_to(here) if p.is_relative_to(here) else p for p in real]
-    return Invocation(
-        targets, args.executor, profiles, args.retries or 0, list(sys.argv), started
-    )
-
-
-INVOCATION = snakemake_invocation()
 # The cells the invocation's targets need, and how far: what the summary and the site check count
 NEEDED = (
     None

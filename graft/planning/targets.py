@@ -160,6 +160,43 @@ def _add_inputs(needed: Needed, by_key: dict, tree: ResultsTree, turns: dict, la
         queue += [c for c, stage in inputs if needed.add(c, stage)]
 
 
+JOBLESS_OPTIONS = (
+    "archive",
+    "cleanup_metadata",
+    "cleanup_shadow",
+    "conda_cleanup_envs",
+    "conda_create_envs_only",
+    "container_cleanup_images",
+    "containerize",
+    "d3dag",
+    "dag",
+    "delete_all_output",
+    "delete_temp_output",
+    "detailed_summary",
+    "filegraph",
+    "generate_unit_tests",
+    "list_changes",
+    "list_conda_envs",
+    "list_input_changes",
+    "list_params_changes",
+    "list_untracked",
+    "rulegraph",
+    "summary",
+    "touch",
+    "unlock",
+)
+"""Snakemake's options (as its parser names them) with which it parses the workflow and runs no job: each takes
+another branch than running the workflow in ``snakemake.cli.args_to_api``."""
+
+
+def runs_jobs(args) -> bool:
+    """Whether a Snakemake command line (its parsed ``args``) runs the workflow's jobs, a dry run's plan included;
+    False for ``--unlock``, ``--summary``, ``--report`` (without ``--report-after-run``), ``--touch``, a graph ..."""
+    if getattr(args, "report", None) is not None and not getattr(args, "report_after_run", False):
+        return False
+    return all(getattr(args, name, None) in (None, False) for name in JOBLESS_OPTIONS)
+
+
 @dataclass(frozen=True)
 class Invocation:
     """What Snakemake was asked, as the workflow reads it while it is parsed (rules/common.smk)."""
@@ -178,6 +215,9 @@ class Invocation:
     (graft.workflow.rounds); None under Snakemake's API."""
     started: Path = field(default_factory=Path.cwd)
     """Where it started: ``--directory`` changes to the working directory before the workflow is parsed."""
+    runs_jobs: bool = True
+    """Whether it runs the jobs (a dry run plans them): not with ``--unlock``, ``--summary``, ``--report`` and the
+    like (``runs_jobs``), which nothing the workflow does before its jobs may act on."""
 
     @property
     def profile(self) -> Path | None:

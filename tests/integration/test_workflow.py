@@ -258,6 +258,14 @@ def test_a_config_edit_stops_before_any_job_and_changes_nothing_until_the_user_c
         assert "grpo_n8/smol/seed0: settings.train.lr: 0.0002 -> 0.0004" in err
         assert "Traceback" not in err
         assert tree_digest(results) == before
+    # commands that run no job act on nothing and stop for nothing: an unlock after a crash, a summary
+    for jobless, config in (
+        (["--unlock"], ()),
+        (["--unlock"], ["workflow={changed_runs: retrain}"]),
+        (["--summary"], ["workflow={changed_runs: retrain}"]),
+    ):
+        smk_with(*jobless, config=config)
+        assert tree_digest(results) == before, jobless
     keep = smk_with("all", "--dry-run", config=["workflow={changed_runs: keep}"])
     assert "train" not in job_counts(keep)
     cell = results / "runs" / "grpo_n8" / "smol" / "seed0"

@@ -12,7 +12,16 @@ import yaml
 from graft.cli import main
 from graft.config import config_from_dict, load_config
 from graft.planning.plan import base_evaluations, checkpoint_steps, disk_turns, main_cells, training_cells
-from graft.planning.targets import Invocation, Stage, cell_lines, cell_rows, cell_target, needed_cells, summary
+from graft.planning.targets import (
+    Invocation,
+    Stage,
+    cell_lines,
+    cell_rows,
+    cell_target,
+    needed_cells,
+    runs_jobs,
+    summary,
+)
 from graft.results import ResultsTree, eval_file
 
 PAPER = Path("config/paper.yaml")
@@ -162,3 +171,27 @@ def test_a_cell_evaluated_in_training_is_done_once_every_checkpoint_of_each_mode
     (row,) = cell_rows(cfg, [cell], tree, {})
     assert row.target == tree.eval_dir(cell.method, cell.cell, cell.seed)
     assert row.status == ("done" if every else "trained")
+
+
+@pytest.mark.parametrize(
+    ("words", "runs"),
+    [
+        ([], True),
+        (["--dry-run"], True),
+        (["--report", "r.html", "--report-after-run"], True),
+        (["--unlock"], False),
+        (["--summary"], False),
+        (["--report", "r.html"], False),
+        (["--touch"], False),
+        (["--dag"], False),
+        (["--list-changes", "code"], False),
+        (["--delete-all-output"], False),
+        (["--cleanup-metadata", "x"], False),
+    ],
+)
+def test_a_command_line_runs_jobs_unless_it_asks_snakemake_for_something_else(words, runs):
+    """What the workflow does before its jobs (retiring runs whose settings changed, stopping on them) waits for a
+    command that plans or runs jobs; Snakemake's own parser reads the words."""
+    from snakemake.cli import get_argument_parser
+
+    assert runs_jobs(get_argument_parser().parse_args(words)) is runs
