@@ -297,12 +297,11 @@ class RunLock:
 
     def _take_over_or_wait(self, holder: dict, waited: float) -> float:
         """Take over the lock, wait (returns the seconds waited so far) or refuse in one line."""
-        who = _who(holder)
+        who, here = _who(holder), on_this_machine(holder, self.me)
         verdict = self._judge(holder)
         if verdict.action == "wait":
             left = self.wait_s - waited
             if left <= 0:
-                here = on_this_machine(holder, self.me)
                 hint = "stop that run first" if here else "if that run is gone, rerun with --force-unlock"
                 raise Busy(
                     f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why} after {waited:.0f} s of "
@@ -313,11 +312,7 @@ class RunLock:
             self.sleep(delay)
             return waited + delay
         if verdict.action == "refuse":
-            hint = (
-                ""
-                if on_this_machine(holder, self.me)
-                else f"; if that process is gone, rerun with --force-unlock or remove {str(self.path)!r}"
-            )
+            hint = "" if here else f"; if that process is gone, rerun with --force-unlock or remove {str(self.path)!r}"
             raise Busy(f"--out: {str(self.path)!r}: in use by a run on {who}; {verdict.why}{hint}")
         print(f"warning: taking over the run lock of {who}: {verdict.why}", file=sys.stderr)
         # rename first: of two processes taking over at once, only one succeeds, the other looks again

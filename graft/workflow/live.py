@@ -7,16 +7,16 @@ other's training), so it is refused, before any job, in one line naming the runn
 itself in ``<tree>/.workflows/<host>-<pid>-<token>.json`` when its jobs start and removes the record when it ends.
 
 A record is taken for a running invocation unless there is evidence that it ended, as for a run lock
-(graft.train.lock): its pid no longer exists on this machine in this boot (its host name and boot id), or Slurm
-reports the job it ran in (a controller job, slurm/controller.sbatch) in a terminal state; and, for an invocation
-through Slurm, none of the jobs it submitted is still queued or running (they all bear one name, the executor's run
-id, which ``squeue --name`` lists), since a controller that died leaves its jobs behind. Anything else (another host
-with no job, a query with no answer) keeps the refusal, whose line names the record to remove once that invocation
-is known to be gone. An invocation with the same config is let through while the recorded one runs (its own next
-round, graft.workflow.rounds) or once it has ended; not while only its jobs are left in the queue, which would train
-beside the new ones: their ids are named, to wait for or ``scancel --name``. The controller's Slurm job is read
-while the workflow is parsed (``controller_job``): the Slurm executor drops the SLURM_* variables from the
-environment before its jobs start.
+(graft.train.lock): its pid no longer exists where it ran (graft.train.lock.on_this_machine: host name, boot, pid
+namespace), or Slurm reports the job it ran in (a controller job, slurm/controller.sbatch) in a terminal state; and,
+for an invocation through Slurm, none of the jobs it submitted is still queued or running (they all bear one name,
+the executor's run id, which ``squeue --name`` lists), since a controller that died leaves its jobs behind. Anything
+else (another host with no job, a query with no answer) keeps the refusal, whose line names the record to remove
+once that invocation is known to be gone. An invocation with the same config is let through while the recorded one
+runs (its own next round, graft.workflow.rounds) or once it has ended; not while only its jobs are left in the
+queue, which would train beside the new ones: their ids are named, to wait for or ``scancel --name``. The
+controller's Slurm job is read while the workflow is parsed (``controller_job``): the Slurm executor drops the
+SLURM_* variables from the environment before its jobs start.
 """
 
 from __future__ import annotations
